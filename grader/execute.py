@@ -1,0 +1,394 @@
+"""Run a notebook in a fresh kernel and keep what happened.
+
+One :class:`KernelSession` per submission: a private kernelspec pinned to this interpreter,
+IPC transport, a temporary working copy as the working directory, stdin off. Cells run one at
+a time through nbclient, past errors and past timed-out cells (interrupted, then the kernel
+must answer again within a grace period or it is stopped). The session stays open after the
+notebook has run so that the harness can call the student's functions in the same kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import nbformat
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.utils import run_sync
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+from grader.errors import KernelError
+
+KERNEL_NAME = "llm-grader-python"
+TIMEOUT_ENAME = "CellTimeoutError"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without the terminal colour codes IPython puts in tracebacks."""
+    return ANSI_ESCAPE.sub("", text)
+
+
+@dataclass(frozen=True)
+class CellProblem:
+    """Something that went wrong in one cell of the student's notebook."""
+
+    cell_index: int
+    kind: Literal["error", "timeout", "not-run", "kernel-died"]
+    message: str
+    traceback: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """What running the notebook did: the executed notebook and every cell problem."""
+
+    notebook: Any  # nbformat.NotebookNode, outputs included
+    problems: tuple[CellProblem, ...]
+    duration_s: float
+    cells_run: int
+    kernel_alive: bool
+    notebook_timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class KernelReply:
+    """The messages one harness request produced, filtered to that request."""
+
+    payload: str | None
+    status: str  # "ok", "error", "timeout", "dead"
+    stdout: str = ""
+    error: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+class KernelSession:
+    """A kernel for one submission, from start to shutdown; use as a context manager."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        env: Mapping[str, str],
+        startup_timeout: float = 60.0,
+        interrupt_grace_s: float = 5.0,
+    ) -> None:
+        self.workdir = workdir
+        self.env = dict(env)
+        self.startup_timeout = startup_timeout
+        self.interrupt_grace_s = interrupt_grace_s
+        self._runtime_dir = Path(tempfile.mkdtemp(prefix="llm-grader-kernel-"))
+        self._client: NotebookClient | None = None
+        self._km: AsyncKernelManager | None = None
+        self.dead_reason: str | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> KernelSession:
+        kernels = self._runtime_dir / "kernels" / KERNEL_NAME
+        kernels.mkdir(parents=True)
+        spec = {
+            # This very interpreter, so the notebook sees the grader's pinned libraries.
+            "argv": [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "LLM grader (Python)",
+            "language": "python",
+        }
+        (kernels / "kernel.json").write_text(json.dumps(spec))
+        spec_manager = KernelSpecManager(kernel_dirs=[str(self._runtime_dir / "kernels")])
+        self._km = AsyncKernelManager(
+            kernel_name=KERNEL_NAME,
+            kernel_spec_manager=spec_manager,
+            transport="ipc",
+            ip=str(self._runtime_dir / "ipc"),
+            connection_file=str(self._runtime_dir / "connection.json"),
+        )
+        placeholder = nbformat.v4.new_notebook()
+        self._client = NotebookClient(
+            placeholder,
+            km=self._km,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "", "traceback": []},
+            iopub_timeout=int(self.interrupt_grace_s),
+            raise_on_iopub_timeout=False,
+            record_timing=True,
+            startup_timeout=int(self.startup_timeout),
+            shutdown_kernel="immediate",
+        )
+        try:
+            self._client.start_new_kernel(cwd=str(self.workdir), env=self.env)
+            self._client.start_new_kernel_client()
+        except Exception as error:
+            self.close()
+            raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the kernel (if any) and remove its connection files."""
+        if self._km is not None:
+            km = self._km
+            self._km = None
+            # Shutting down a dying kernel can fail in many ways; it is gone either way.
+            with contextlib.suppress(Exception):
+                if run_sync(km.is_alive)():
+                    run_sync(km.shutdown_kernel)(now=True)
+            with contextlib.suppress(Exception):
+                run_sync(km.cleanup_resources)()
+        if self._client is not None and self._client.kc is not None:
+            with contextlib.suppress(Exception):
+                self._client.kc.stop_channels()
+            self._client.kc = None
+        shutil.rmtree(self._runtime_dir, ignore_errors=True)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the kernel can still take requests."""
+        if self._km is None or self.dead_reason is not None:
+            return False
+        try:
+            return bool(run_sync(self._km.is_alive)())
+        except Exception:
+            return False
+
+    def _mark_dead(self, reason: str) -> None:
+        self.dead_reason = reason
+        if self._km is not None:
+            with contextlib.suppress(Exception):
+                run_sync(self._km.shutdown_kernel)(now=True)
+
+    # ---------------------------------------------------------------- notebook
+
+    def run_notebook(self, notebook: Any, cell_timeout_s: float, notebook_timeout_s: float) -> ExecutionRecord:
+        """Run every code cell in order, past errors and timeouts, within the notebook's budget."""
+        client = self._require_client()
+        client.nb = notebook
+        problems: list[CellProblem] = []
+        timed_out_cells: set[int] = set()
+
+        def on_cell_error(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+            if execute_reply.get("content", {}).get("ename") == TIMEOUT_ENAME:
+                timed_out_cells.add(cell_index)
+
+        client.on_cell_error = on_cell_error
+        started = time.monotonic()
+        deadline = started + notebook_timeout_s
+        cells_run = 0
+        notebook_timed_out = False
+        code_cells = [(i, cell) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+        for position, (index, cell) in enumerate(code_cells):
+            remaining = deadline - time.monotonic()
+            if remaining < 1:
+                notebook_timed_out = True
+                problems.append(_not_run(code_cells[position:], f"the notebook ran out of its {notebook_timeout_s:.0f} s"))
+                break
+            if not self.alive:
+                problems.append(_not_run(code_cells[position:], "the kernel had stopped"))
+                break
+            budget = min(cell_timeout_s, remaining)
+            client.timeout = max(1, int(budget))
+            try:
+                client.execute_cell(cell, index)
+                cells_run += 1
+            except DeadKernelError:
+                self.dead_reason = f"the kernel died while running cell {index + 1}"
+                problems.append(
+                    CellProblem(
+                        index,
+                        "kernel-died",
+                        "The kernel died while this cell ran (the process exited or crashed, "
+                        "for example out of memory). Later cells did not run.",
+                        source=cell.source,
+                    )
+                )
+                problems.append(_not_run(code_cells[position + 1 :], "the kernel had died"))
+                break
+            except CellTimeoutError as error:  # raised only if the interrupt path itself fails
+                timed_out_cells.add(index)
+                problems.append(CellProblem(index, "timeout", str(error), source=cell.source))
+            if index in timed_out_cells:
+                ran_out = budget < cell_timeout_s
+                limit = (
+                    f"the notebook's remaining time ({budget:.0f} s)" if ran_out else f"the {cell_timeout_s:.0f} s per-cell limit"
+                )
+                problems.append(
+                    CellProblem(
+                        index,
+                        "timeout",
+                        f"This cell was still running after {limit} and was interrupted.",
+                        source=cell.source,
+                    )
+                )
+                if not self._answers_within(self.interrupt_grace_s):
+                    self._mark_dead(f"the kernel did not stop after cell {index + 1} was interrupted")
+                    problems.append(_not_run(code_cells[position + 1 :], "the kernel ignored the interrupt and was stopped"))
+                    break
+                if ran_out:
+                    notebook_timed_out = True
+            else:
+                problems.extend(_cell_errors(index, cell))
+        problems = [problem for problem in problems if problem.kind != "not-run" or problem.message]
+        return ExecutionRecord(
+            notebook=notebook,
+            problems=tuple(problems),
+            duration_s=time.monotonic() - started,
+            cells_run=cells_run,
+            kernel_alive=self.alive,
+            notebook_timed_out=notebook_timed_out,
+        )
+
+    def _answers_within(self, seconds: float) -> bool:
+        """Whether the kernel answers a kernel_info request within ``seconds`` (not stuck)."""
+        client = self._require_client()
+
+        async def ask() -> bool:
+            kc = client.kc
+            assert kc is not None
+            msg_id = kc.kernel_info()
+            deadline = time.monotonic() + seconds
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    message = await kc.shell_channel.get_msg(timeout=remaining)
+                except Exception:
+                    return False
+                if message["parent_header"].get("msg_id") == msg_id:
+                    return True
+            return False
+
+        try:
+            return bool(run_sync(ask)())
+        except Exception:
+            return False
+
+    # ---------------------------------------------------------------- harness requests
+
+    def request(self, code: str, channel: str, timeout_s: float) -> KernelReply:
+        """Run ``code`` silently and collect the payload published on ``channel``.
+
+        On timeout the kernel is interrupted; if it does not answer within the grace period
+        it is stopped, and the session is dead for later requests.
+        """
+        if not self.alive:
+            return KernelReply(None, "dead", error={"message": self.dead_reason or "the kernel is not running"})
+        client = self._require_client()
+        started = time.monotonic()
+
+        async def exchange() -> KernelReply:
+            kc = client.kc
+            assert kc is not None
+            msg_id = kc.execute(code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
+            payload: str | None = None
+            stdout: list[str] = []
+            error: dict[str, Any] = {}
+            deadline = started + timeout_s
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return KernelReply(payload, "timeout", "".join(stdout), error, time.monotonic() - started)
+                try:
+                    message = await kc.iopub_channel.get_msg(timeout=min(1.0, remaining))
+                except Exception:
+                    if not await self._km_alive():
+                        return KernelReply(payload, "dead", "".join(stdout), error, time.monotonic() - started)
+                    continue
+                if message["parent_header"].get("msg_id") != msg_id:
+                    continue
+                kind = message["msg_type"]
+                content = message["content"]
+                if kind == "display_data" and channel in content.get("data", {}):
+                    payload = content["data"][channel]
+                elif kind == "stream":
+                    stdout.append(content.get("text", ""))
+                elif kind == "error":
+                    error = {
+                        "ename": content.get("ename", ""),
+                        "evalue": content.get("evalue", ""),
+                        "traceback": strip_ansi("\n".join(content.get("traceback", []))),
+                    }
+                elif kind == "status" and content.get("execution_state") == "idle":
+                    status = "error" if error else "ok"
+                    return KernelReply(payload, status, "".join(stdout), error, time.monotonic() - started)
+
+        try:
+            reply = run_sync(exchange)()
+        except Exception as error:
+            return KernelReply(None, "dead", error={"message": f"{type(error).__name__}: {error}"})
+        if reply.status == "timeout":
+            self._interrupt()
+            if not self._answers_within(self.interrupt_grace_s):
+                self._mark_dead("the kernel did not stop after a grading call was interrupted")
+        elif reply.status == "dead":
+            self._mark_dead("the kernel died during a grading call")
+        return reply
+
+    async def _km_alive(self) -> bool:
+        return self._km is not None and bool(await self._km.is_alive())
+
+    def _interrupt(self) -> None:
+        if self._km is not None:
+            with contextlib.suppress(Exception):
+                run_sync(self._km.interrupt_kernel)()
+
+    def _require_client(self) -> NotebookClient:
+        if self._client is None:
+            raise KernelError("the kernel session was used before it started")
+        return self._client
+
+
+def _not_run(cells: list[tuple[int, Any]], reason: str) -> CellProblem:
+    """One problem summarising the cells that never ran."""
+    if not cells:
+        return CellProblem(-1, "not-run", "")
+    numbers = ", ".join(str(index + 1) for index, _ in cells)
+    plural = "s" if len(cells) > 1 else ""
+    return CellProblem(cells[0][0], "not-run", f"Cell{plural} {numbers} did not run: {reason}.")
+
+
+def _cell_errors(index: int, cell: Any) -> list[CellProblem]:
+    """The error outputs a cell produced."""
+    problems = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            message = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
+            problems.append(
+                CellProblem(
+                    index,
+                    "error",
+                    message,
+                    traceback=strip_ansi("\n".join(output.get("traceback", []))),
+                    source=cell.source,
+                )
+            )
+    return problems
+
+
+def prepare_workdir(notebook_path: Path, given_files: list[Path], parent: Path | None = None) -> Path:
+    """A temporary working copy: the notebook and the files the assignment gives, nothing else."""
+    workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-", dir=parent))
+    shutil.copy2(notebook_path, workdir / notebook_path.name)
+    for path in given_files:
+        target = workdir / path.name
+        if path.is_dir():
+            shutil.copytree(path, target)
+        else:
+            shutil.copy2(path, target)
+    return workdir

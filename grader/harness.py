@@ -1,0 +1,245 @@
+"""The grader's side of the kernel harness: ask the runtime for something, get plain values back.
+
+The runtime's source is sent into the kernel as text and run as a private module with an
+unguessable name. Every request names a fresh channel (a MIME type with a random token); only a
+payload published on that channel, in reply to that request, is read, and it is parsed as strict
+JSON. Nothing the kernel sends is unpickled or evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from grader.execute import KernelReply, KernelSession
+from grader.values import decode
+
+RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
+
+CallStatus = Literal["returned", "raised", "missing", "signature", "timeout", "dead", "internal"]
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    """An exception raised in the kernel, as text."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one request into the kernel gave: a value or an exception, and what was recorded."""
+
+    status: CallStatus
+    value: Any = None
+    exception: ExceptionInfo | None = None
+    message: str = ""
+    duration_s: float | None = None  # measured in the kernel around the student's call
+    wall_s: float = 0.0  # measured by the grader around the whole request
+    stdout: str = ""
+    stderr: str = ""
+    events: tuple[dict[str, Any], ...] = ()
+    start: float | None = None
+    end: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call returned a value."""
+        return self.status == "returned"
+
+    def generate_events(self) -> list[dict[str, Any]]:
+        """The instrumented generate calls made during this call, in order."""
+        return [event for event in self.events if event.get("type") == "generate"]
+
+    def forward_events(self) -> list[dict[str, Any]]:
+        """The instrumented forward passes (outside generate) made during this call."""
+        return [event for event in self.events if event.get("type") == "forward"]
+
+    def synchronize_events(self) -> list[dict[str, Any]]:
+        """The ``torch.cuda.synchronize`` calls made during this call."""
+        return [event for event in self.events if event.get("type") == "synchronize"]
+
+
+# Argument recipes: how the kernel builds each argument of a call.
+def literal(value: Any) -> dict[str, Any]:
+    """A JSON value passed as is."""
+    return {"$lit": value}
+
+
+def as_tuple(*items: dict[str, Any]) -> dict[str, Any]:
+    """A tuple of other recipes."""
+    return {"$tuple": list(items)}
+
+
+def model(spec: dict[str, Any]) -> dict[str, Any]:
+    """A model loaded in the kernel from a spec (cached there for the session)."""
+    return {"$model": spec}
+
+
+def tokenizer(hub_id: str) -> dict[str, Any]:
+    """``AutoTokenizer.from_pretrained(hub_id)`` in the kernel (cached there)."""
+    return {"$tokenizer": hub_id}
+
+
+def notebook_value(*path: Any) -> dict[str, Any]:
+    """A value the notebook defines, by name and optional item path."""
+    return {"$path": list(path)}
+
+
+def handle(name: str) -> dict[str, Any]:
+    """An object the kernel kept from an earlier request."""
+    return {"$handle": name}
+
+
+class Harness:
+    """Requests into one kernel session through the grader's runtime."""
+
+    def __init__(self, session: KernelSession, call_timeout_s: float = 60.0) -> None:
+        self.session = session
+        self.call_timeout_s = call_timeout_s
+        self.module_name = f"_llm_grader_runtime_{secrets.token_hex(8)}"
+        self.environment: dict[str, Any] = {}
+
+    def install(self, settings: dict[str, Any] | None = None, timeout_s: float = 120.0) -> CallOutcome:
+        """Load the runtime into the kernel and instrument it (before the notebook runs)."""
+        source = RUNTIME_SOURCE.read_text(encoding="utf-8")
+        bootstrap = (
+            "(lambda source, name: ("
+            "__import__('sys').modules.__setitem__(name, __import__('types').ModuleType(name)), "
+            "exec(compile(source, '<llm-grader-runtime>', 'exec'), __import__('sys').modules[name].__dict__)"
+            f"))({source!r}, {self.module_name!r})"
+        )
+        reply = self.session.request(bootstrap, channel="-", timeout_s=timeout_s)
+        if reply.status != "ok":
+            return self._failed(reply, "loading the grader's runtime into the kernel")
+        outcome = self._ask({"op": "install", "settings": settings or {}}, timeout_s)
+        if outcome.ok:
+            self.environment = dict(outcome.raw.get("environment", {}))
+        return outcome
+
+    # ---------------------------------------------------------------- operations
+
+    def call(
+        self,
+        function: str,
+        args: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+        kwargs: dict[str, dict[str, Any]] | None = None,
+        timeout_s: float | None = None,
+        keep_as: str | None = None,
+    ) -> CallOutcome:
+        """Call the student's ``function`` with arguments built from recipes."""
+        request = {"op": "call", "function": function, "args": list(args), "kwargs": kwargs or {}, "keep_as": keep_as}
+        return self._ask(request, timeout_s)
+
+    def describe(self, *path: Any, timeout_s: float | None = None) -> CallOutcome:
+        """A notebook variable (or an item inside it), as a plain value."""
+        return self._ask({"op": "describe", "path": list(path)}, timeout_s)
+
+    def inspect(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """Which of ``names`` the notebook defines, with their types and signatures."""
+        outcome = self._ask({"op": "inspect", "names": names}, None)
+        return dict(outcome.raw.get("names", {})) if outcome.ok else {}
+
+    def load_model(self, spec: dict[str, Any], handle_name: str, timeout_s: float | None = None) -> CallOutcome:
+        """Load a model in the kernel (from a spec or the notebook's load arguments) and keep it."""
+        return self._ask({"op": "load_model", "spec": spec, "handle": handle_name}, timeout_s)
+
+    def generate(
+        self, handle_name: str, tokenizer_id: str, prompt: str, max_new_tokens: int, timeout_s: float | None = None
+    ) -> CallOutcome:
+        """Greedy-generate from a kept model: does it really produce text?"""
+        request = {
+            "op": "generate",
+            "handle": handle_name,
+            "tokenizer": tokenizer_id,
+            "prompt": prompt,
+            "max_new_tokens": max_new_tokens,
+        }
+        return self._ask(request, timeout_s)
+
+    def release(self, handles: list[str] | None = None) -> None:
+        """Let the kernel free kept objects."""
+        request: dict[str, Any] = {"op": "release"}
+        if handles is not None:
+            request["handles"] = handles
+        self._ask(request, None)
+
+    def notebook_events(self) -> CallOutcome:
+        """What the instrumentation recorded while the notebook's cells ran."""
+        return self._ask({"op": "events"}, None)
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _ask(self, request: dict[str, Any], timeout_s: float | None) -> CallOutcome:
+        channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
+        request = {**request, "channel": channel}
+        code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(request)!r})"
+        timeout = timeout_s if timeout_s is not None else self.call_timeout_s
+        reply = self.session.request(code, channel=channel, timeout_s=timeout)
+        what = f"the grading request {request['op']!r}" + (f" ({request['function']})" if "function" in request else "")
+        if reply.status == "timeout":
+            return CallOutcome(
+                "timeout", message=f"{what} did not finish within {timeout:.0f} s and was interrupted", wall_s=reply.duration_s
+            )
+        if reply.payload is None:
+            return self._failed(reply, what)
+        try:
+            answer = json.loads(reply.payload, parse_constant=_reject_constant)
+        except ValueError as error:
+            return CallOutcome("internal", message=f"{what} answered with malformed JSON: {error}", wall_s=reply.duration_s)
+        if not isinstance(answer, dict):
+            return CallOutcome("internal", message=f"{what} answered with {type(answer).__name__}", wall_s=reply.duration_s)
+        return _outcome_from_answer(answer, reply.duration_s)
+
+    def _failed(self, reply: KernelReply, what: str) -> CallOutcome:
+        if reply.status == "dead":
+            reason = self.session.dead_reason or reply.error.get("message") or "the kernel stopped"
+            return CallOutcome("dead", message=f"{reason} (during {what})", wall_s=reply.duration_s)
+        if reply.error:
+            exception = ExceptionInfo(
+                reply.error.get("ename", "Error"), reply.error.get("evalue", ""), reply.error.get("traceback", "")
+            )
+            return CallOutcome("internal", exception=exception, message=f"{what} failed: {exception}", wall_s=reply.duration_s)
+        return CallOutcome("internal", message=f"{what} gave no answer", wall_s=reply.duration_s)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
+    status = answer.get("status", "internal")
+    if status not in ("returned", "raised", "missing", "signature", "internal"):
+        status = "internal"
+    exception = None
+    if isinstance(answer.get("exception"), dict):
+        raw = answer["exception"]
+        exception = ExceptionInfo(str(raw.get("type", "Error")), str(raw.get("message", "")), str(raw.get("traceback", "")))
+    value: Any = None
+    if "value" in answer:
+        value = decode(answer["value"])
+    if status == "raised" and answer.get("interrupted"):
+        status = "timeout"
+    return CallOutcome(
+        status=status,
+        value=value,
+        exception=exception,
+        message=str(answer.get("message", "")),
+        duration_s=answer.get("duration_s"),
+        wall_s=wall_s,
+        stdout=str(answer.get("stdout", "")),
+        stderr=str(answer.get("stderr", "")),
+        events=tuple(event for event in answer.get("events", []) if isinstance(event, dict)),
+        start=answer.get("start"),
+        end=answer.get("end"),
+        raw=answer,
+    )

@@ -1,0 +1,806 @@
+"""The grader's runtime inside the student's kernel.
+
+This file is sent as source text into the notebook's kernel and run as a private module
+(never imported from the user namespace). It instruments the model API, runs the operations
+the grader asks for (call a student function, describe a notebook variable, load a model) and
+publishes each answer as plain JSON on the channel named in the request. It imports only the
+standard library at module level, so the grader's own process can also import it and share
+:func:`load_model` with the reference side.
+
+Nothing here decides a grade: it reports what happened, and the grader judges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import io
+import itertools
+import json
+import math
+import sys
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
+MAX_STRING = 20_000  # characters of a string kept
+MAX_DEPTH = 6
+MAX_EVENTS = 5_000  # instrumentation events kept per scope
+MAX_IDS = 2_048  # token IDs kept per generate call
+MAX_CAPTURE = 20_000  # characters of stdout/stderr kept per call
+
+
+# --------------------------------------------------------------------------------------
+# Describing values as plain JSON
+# --------------------------------------------------------------------------------------
+
+
+def describe(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe description of ``value``: every node is a dict with a ``kind``."""
+    if depth > MAX_DEPTH:
+        return {"kind": "truncated", "type": _type_name(value)}
+    if value is None or isinstance(value, bool):
+        return {"kind": "none" if value is None else "bool", "value": value}
+    if isinstance(value, int):
+        return {"kind": "int", "value": value if abs(value) < 2**53 else str(value)}
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return {"kind": "float", "value": value}
+        return {"kind": "float", "value": None, "special": repr(value)}
+    if isinstance(value, str):
+        return {"kind": "str", "value": value[:MAX_STRING], "length": len(value)}
+    module = type(value).__module__ or ""
+    if module.startswith("numpy") and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return describe(value.item(), depth)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        return {
+            "kind": "tuple" if isinstance(value, tuple) else ("set" if isinstance(value, (set, frozenset)) else "list"),
+            "items": [describe(item, depth + 1) for item in items[:MAX_ITEMS]],
+            "length": len(items),
+        }
+    if isinstance(value, dict):
+        entries = list(value.items())
+        return {
+            "kind": "dict",
+            "items": [[describe(k, depth + 1), describe(v, depth + 1)] for k, v in entries[:MAX_ITEMS]],
+            "length": len(entries),
+        }
+    if module.startswith("torch"):
+        return _describe_torch(value, depth)
+    if module.startswith("pandas") and type(value).__name__ == "DataFrame":
+        return _describe_frame(value, depth)
+    if module.startswith("pandas") and type(value).__name__ == "Series":
+        return {
+            "kind": "series",
+            "name": describe(value.name, depth + 1),
+            "items": [describe(item, depth + 1) for item in list(value.tolist())[:MAX_ITEMS]],
+            "length": len(value),
+        }
+    if _is_pretrained_model(value):
+        return describe_model(value)
+    if module.startswith("numpy") and hasattr(value, "shape"):
+        return {"kind": "array", "type": _type_name(value), "shape": list(value.shape), "dtype": str(value.dtype)}
+    if hasattr(value, "to_dict") and type(value).__name__.endswith("Config"):
+        try:
+            return {"kind": "config", "type": _type_name(value), "fields": describe(value.to_dict(), depth + 1)}
+        except Exception:  # a config whose to_dict fails is described by its repr below
+            pass
+    if callable(value):
+        return {"kind": "callable", "type": _type_name(value), "name": getattr(value, "__name__", None)}
+    return {"kind": "object", "type": _type_name(value), "repr": _safe_repr(value)}
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)[:500]
+    except Exception as error:  # a student's __repr__ may raise anything
+        return f"<unrepresentable: {type(error).__name__}>"
+
+
+def _describe_torch(value: Any, depth: int) -> Any:
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return {"kind": "dtype", "value": str(value)}
+    if isinstance(value, torch.device):
+        return {"kind": "device", "value": str(value)}
+    if isinstance(value, torch.Tensor):
+        described: dict[str, Any] = {
+            "kind": "tensor",
+            "shape": list(value.shape),
+            "dtype": str(value.dtype),
+            "device": str(value.device),
+        }
+        if value.numel() <= 64:
+            described["values"] = [describe(item) for item in value.detach().cpu().flatten().tolist()]
+        return described
+    if isinstance(value, torch.nn.Module):
+        return {"kind": "module", "type": _type_name(value), "training": value.training}
+    return {"kind": "object", "type": _type_name(value), "repr": _safe_repr(value)}
+
+
+def _describe_frame(frame: Any, depth: int) -> Any:
+    rows = frame.head(MAX_ITEMS)
+    return {
+        "kind": "dataframe",
+        "columns": [describe(column, depth + 1) for column in frame.columns],
+        "dtypes": [str(dtype) for dtype in frame.dtypes],
+        "rows": [[describe(cell, depth + 2) for cell in row] for row in rows.itertuples(index=False, name=None)],
+        "length": len(frame),
+    }
+
+
+def _is_pretrained_model(value: Any) -> bool:
+    transformers = sys.modules.get("transformers")
+    if transformers is None:
+        return False
+    return isinstance(value, transformers.PreTrainedModel)
+
+
+def describe_model(model: Any) -> dict[str, Any]:
+    """What a loaded model is: class, device, dtype, quantization, bytes of weights and buffers."""
+    parameters = list(model.parameters())
+    buffers = list(model.buffers())
+    quantization = getattr(model.config, "quantization_config", None)
+    if quantization is not None and hasattr(quantization, "to_dict"):
+        quantization = quantization.to_dict()
+    linear_types = sorted(
+        {type(module).__name__ for name, module in model.named_modules() if name.endswith(("c_attn", "c_fc", "q_proj"))}
+    )
+    return {
+        "kind": "model",
+        "type": _type_name(model),
+        "name_or_path": str(getattr(model.config, "_name_or_path", "")),
+        "device": str(getattr(model, "device", "unknown")),
+        "dtype": str(getattr(model, "dtype", "unknown")),
+        "training": bool(model.training),
+        "loaded_in_8bit": bool(getattr(model, "is_loaded_in_8bit", False)),
+        "loaded_in_4bit": bool(getattr(model, "is_loaded_in_4bit", False)),
+        "quantization_config": describe(quantization) if quantization is not None else None,
+        "linear_types": linear_types,
+        "parameter_bytes": sum(p.nelement() * p.element_size() for p in parameters),
+        "parameter_elements": sum(p.nelement() for p in parameters),
+        "buffer_bytes": sum(b.nelement() * b.element_size() for b in buffers),
+        "buffer_elements": sum(b.nelement() for b in buffers),
+        "parameter_dtypes": sorted({str(p.dtype) for p in parameters}),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Loading models from a JSON spec (shared with the grader's reference side)
+# --------------------------------------------------------------------------------------
+
+QUANTIZATIONS = ("none", "int8", "nf4", "fp4")
+
+
+def pick_device(requested: str = "auto") -> str:
+    """``"cuda"`` if asked for (or ``"auto"``) and available, else ``"cpu"``."""
+    import torch
+
+    if requested == "cpu":
+        return "cpu"
+    if requested == "cuda" or torch.cuda.is_available():
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cpu"
+
+
+def load_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    """``from_pretrained`` keyword arguments for a model spec (hub_id, quantization, dtype, device)."""
+    import torch
+
+    quantization = spec.get("quantization", "none")
+    device = pick_device(spec.get("device", "auto"))
+    dtype_name = spec.get("dtype", "auto")
+    if dtype_name == "auto":
+        dtype_name = "float16" if device == "cuda" else "float32"
+    kwargs: dict[str, Any] = {}
+    if quantization == "none":
+        kwargs["dtype"] = getattr(torch, dtype_name)
+    else:
+        from transformers import BitsAndBytesConfig
+
+        if quantization == "int8":
+            config = BitsAndBytesConfig(load_in_8bit=True)
+        elif quantization in ("nf4", "fp4"):
+            config = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type=quantization, bnb_4bit_compute_dtype=getattr(torch, dtype_name)
+            )
+        else:
+            raise ValueError(f"unknown quantization {quantization!r}; expected one of {QUANTIZATIONS}")
+        kwargs["quantization_config"] = config
+        kwargs["device_map"] = {"": device}
+    return kwargs
+
+
+def load_model(spec: dict[str, Any]) -> Any:
+    """Load the model a spec describes, in eval mode, on its device."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs = load_kwargs(spec)
+    model = AutoModelForCausalLM.from_pretrained(spec["hub_id"], **kwargs)
+    if spec.get("quantization", "none") == "none":
+        model.to(pick_device(spec.get("device", "auto")))  # type: ignore[arg-type]  # transformers wraps .to()
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------
+# Instrumentation
+# --------------------------------------------------------------------------------------
+
+
+class Recorder:
+    """Where instrumentation events go: the current call's list, or the notebook's."""
+
+    def __init__(self) -> None:
+        self.notebook: list[dict[str, Any]] = []
+        self.notebook_dropped = 0
+        self.call: list[dict[str, Any]] | None = None
+        self.call_dropped = 0
+        self.generate_depth = 0
+        self.forward_depth = 0
+        self.current_generate: dict[str, Any] | None = None
+        self.clock_origin = time.perf_counter()
+
+    def now(self) -> float:
+        """Seconds since the runtime was installed (the clock of every event)."""
+        return time.perf_counter() - self.clock_origin
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
+        if self.call is not None:
+            if len(self.call) < MAX_EVENTS:
+                self.call.append(event)
+            else:
+                self.call_dropped += 1
+        elif len(self.notebook) < MAX_EVENTS:
+            self.notebook.append(event)
+        else:
+            self.notebook_dropped += 1
+
+
+RECORDER = Recorder()
+# A serial number per model object: id() is reused once a model is deleted, a serial is not.
+MODEL_SERIALS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+SERIAL_COUNTER = itertools.count(1)
+
+
+def model_serial(model: Any) -> int:
+    """The serial number of ``model`` (assigned the first time it is seen)."""
+    try:
+        if model not in MODEL_SERIALS:
+            MODEL_SERIALS[model] = next(SERIAL_COUNTER)
+        return MODEL_SERIALS[model]
+    except TypeError:  # not weak-referenceable or not hashable
+        return 0
+
+
+def quantization_label(model: Any) -> str | None:
+    """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model, else None."""
+    if getattr(model, "is_loaded_in_8bit", False):
+        return "int8"
+    if getattr(model, "is_loaded_in_4bit", False):
+        config = getattr(getattr(model, "config", None), "quantization_config", None)
+        quant_type = getattr(config, "bnb_4bit_quant_type", None)
+        if quant_type is None and isinstance(config, dict):
+            quant_type = config.get("bnb_4bit_quant_type")
+        return str(quant_type or "4bit")
+    return None
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], *names: str) -> Any:
+    import torch
+
+    for name in names:
+        value = kwargs.get(name)
+        if isinstance(value, torch.Tensor):
+            return value
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _brief(value: Any) -> Any:
+    """A short JSON description of a keyword argument passed to generate."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    module = type(value).__module__ or ""
+    if module.startswith("torch") and hasattr(value, "shape"):
+        return {"tensor": list(value.shape), "dtype": str(value.dtype), "device": str(value.device)}
+    if type(value).__name__ == "GenerationConfig":
+        return {"generation_config": {k: _brief(v) for k, v in value.to_diff_dict().items()}}
+    return {"type": _type_name(value)}
+
+
+def _padding_side(attention_mask: Any) -> str | None:
+    """``"left"``/``"right"`` when some row of the mask is padded on that side, else None."""
+    if attention_mask is None or attention_mask.dim() != 2 or bool(attention_mask.all()):
+        return None
+    if bool((attention_mask[:, 0] == 0).any()):
+        return "left"
+    if bool((attention_mask[:, -1] == 0).any()):
+        return "right"
+    return None
+
+
+def _sequences(output: Any) -> Any:
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    return getattr(output, "sequences", None)
+
+
+def _new_token_counts(sequences: Any, prompt_length: int, eos_ids: list[int]) -> list[int]:
+    """Per row, tokens generated up to and including the first EOS (padding after it excluded)."""
+    counts = []
+    for row in sequences[:, prompt_length:].tolist():
+        count = len(row)
+        for position, token in enumerate(row):
+            if token in eos_ids:
+                count = position + 1
+                break
+        counts.append(count)
+    return counts
+
+
+def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    eos = kwargs.get("eos_token_id", getattr(config, "eos_token_id", None))
+    if eos is None:
+        return []
+    return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
+
+
+def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if RECORDER.generate_depth:
+            return original(self, *args, **kwargs)
+        import torch
+
+        inputs = _first_tensor(args, kwargs, "input_ids", "inputs")
+        attention_mask = kwargs.get("attention_mask")
+        event: dict[str, Any] = {
+            "type": "generate",
+            "model_id": id(self),
+            "model_serial": model_serial(self),
+            "model_quantization": quantization_label(self),
+            "model_type": _type_name(self),
+            "model_device": str(getattr(self, "device", "unknown")),
+            "model_dtype": str(getattr(self, "dtype", "unknown")),
+            "model_training": bool(getattr(self, "training", False)),
+            "grad_enabled": torch.is_grad_enabled(),
+            "kwargs": {k: _brief(v) for k, v in kwargs.items() if k not in ("input_ids", "inputs")},
+            "positional_args": len(args),
+            "input_shape": list(inputs.shape) if inputs is not None else None,
+            "input_device": str(inputs.device) if inputs is not None else None,
+            "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
+            "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
+            "forward_calls": 0,
+        }
+        RECORDER.generate_depth += 1
+        outer = RECORDER.current_generate
+        RECORDER.current_generate = event
+        event["start"] = RECORDER.now()
+        try:
+            output = original(self, *args, **kwargs)
+        except BaseException as error:
+            event["error"] = f"{type(error).__name__}: {error}"[:500]
+            raise
+        finally:
+            event["end"] = RECORDER.now()
+            event["duration_s"] = event["end"] - event["start"]
+            RECORDER.generate_depth -= 1
+            RECORDER.current_generate = outer
+            RECORDER.record(event)
+        sequences = _sequences(output)
+        if sequences is not None and inputs is not None and sequences.dim() == 2:
+            prompt_length = inputs.shape[-1]
+            event["output_shape"] = list(sequences.shape)
+            event["output_ids"] = sequences[0].tolist()[:MAX_IDS]
+            event["new_tokens"] = _new_token_counts(sequences, prompt_length, _eos_ids(self, kwargs))
+        return output
+
+    generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
+    return generate
+
+
+def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def synchronize(*args: Any, **kwargs: Any) -> Any:
+        event = {"type": "synchronize", "start": RECORDER.now()}
+        try:
+            return original(*args, **kwargs)
+        except BaseException as error:
+            event["error"] = f"{type(error).__name__}: {error}"[:300]
+            raise
+        finally:
+            event["end"] = RECORDER.now()
+            RECORDER.record(event)
+
+    return synchronize
+
+
+def _instrumented_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``PreTrainedModel.__call__``: record top-level forward passes outside generate."""
+
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        RECORDER.forward_depth += 1
+        try:
+            if RECORDER.forward_depth == 1:
+                if RECORDER.current_generate is not None:
+                    RECORDER.current_generate["forward_calls"] += 1
+                else:
+                    RECORDER.record(_forward_event(self, args, kwargs))
+            return original(self, *args, **kwargs)
+        finally:
+            RECORDER.forward_depth -= 1
+
+    return __call__
+
+
+def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    inputs = _first_tensor(args, kwargs, "input_ids", "inputs_embeds")
+    labels = kwargs.get("labels")
+    return {
+        "type": "forward",
+        "model_id": id(model),
+        "model_serial": model_serial(model),
+        "start": RECORDER.now(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "model_training": bool(model.training),
+        "model_device": str(getattr(model, "device", "unknown")),
+        "input_shape": list(inputs.shape) if inputs is not None else None,
+        "input_device": str(inputs.device) if inputs is not None else None,
+        "has_labels": labels is not None,
+        "has_attention_mask": kwargs.get("attention_mask") is not None,
+    }
+
+
+INSTALLED: dict[str, Any] = {}
+
+
+def install(settings: dict[str, Any]) -> dict[str, Any]:
+    """Instrument generate, forward and cuda.synchronize; start recording the notebook."""
+    if INSTALLED:
+        return environment()
+    import torch
+    import transformers
+    from transformers.generation.utils import GenerationMixin
+
+    INSTALLED["settings"] = settings
+    GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
+    torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
+    transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
+    INSTALLED["transformers"] = transformers.__version__
+    return environment()
+
+
+def environment() -> dict[str, Any]:
+    """What the kernel runs on: versions and devices."""
+    import platform
+
+    import torch
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": INSTALLED.get("transformers"),
+        "cuda_available": bool(torch.cuda.is_available()),
+        "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available()
+        else [],
+    }
+    return info
+
+
+# --------------------------------------------------------------------------------------
+# Operations the grader asks for
+# --------------------------------------------------------------------------------------
+
+HANDLES: dict[str, Any] = {}
+
+
+def _user_namespace() -> dict[str, Any]:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else {}
+
+
+class Missing(LookupError):
+    """A name or path the grader asked for does not exist in the notebook."""
+
+
+def _resolve_path(path: list[Any]) -> Any:
+    namespace = _user_namespace()
+    if not path or path[0] not in namespace:
+        raise Missing(f"the notebook defines no variable named {path[0] if path else '?'!r}")
+    value = namespace[path[0]]
+    for step in path[1:]:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError) as error:
+            raise Missing(f"{_path_text(path)}: no item {step!r} ({type(error).__name__})") from None
+    return value
+
+
+def _path_text(path: list[Any]) -> str:
+    return str(path[0]) + "".join(f"[{step!r}]" for step in path[1:])
+
+
+def _build(recipe: Any) -> Any:
+    """Turn an argument recipe from the grader into a live object in this kernel."""
+    if not isinstance(recipe, dict) or len(recipe) != 1:
+        raise ValueError(f"malformed argument recipe: {recipe!r}")
+    ((tag, payload),) = recipe.items()
+    if tag == "$lit":
+        return payload
+    if tag == "$tuple":
+        return tuple(_build(item) for item in payload)
+    if tag == "$path":
+        return _resolve_path(payload)
+    if tag == "$handle":
+        return HANDLES[payload]
+    if tag == "$model":
+        key = "model:" + json.dumps(payload, sort_keys=True)
+        if key not in HANDLES:
+            HANDLES[key] = load_model(payload)
+        return HANDLES[key]
+    if tag == "$tokenizer":
+        key = f"tokenizer:{payload}"
+        if key not in HANDLES:
+            from transformers import AutoTokenizer
+
+            HANDLES[key] = AutoTokenizer.from_pretrained(payload)
+        return HANDLES[key]
+    raise ValueError(f"unknown argument recipe {tag!r}")
+
+
+@contextlib.contextmanager
+def _capture() -> Iterator[dict[str, str]]:
+    """Capture what a call prints, keeping at most :data:`MAX_CAPTURE` characters."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    captured: dict[str, str] = {}
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            yield captured
+        finally:
+            captured["stdout"] = stdout.getvalue()[:MAX_CAPTURE]
+            captured["stderr"] = stderr.getvalue()[:MAX_CAPTURE]
+
+
+def _exception(error: BaseException, skip_frames: int = 0) -> dict[str, Any]:
+    frames = traceback.extract_tb(error.__traceback__)[skip_frames:]
+    return {
+        "type": type(error).__name__,
+        "module": type(error).__module__,
+        "message": str(error)[:2000],
+        "traceback": "".join(traceback.format_list(frames)) + f"{type(error).__name__}: {error}"[:4000],
+    }
+
+
+def op_call(request: dict[str, Any]) -> dict[str, Any]:
+    """Call a student function with arguments built from recipes; report what happened."""
+    name = request["function"]
+    namespace = _user_namespace()
+    function = namespace.get(name)
+    if function is None:
+        return {"status": "missing", "message": f"the notebook defines no function named {name!r}"}
+    if not callable(function):
+        return {"status": "missing", "message": f"{name!r} is a {type(function).__name__}, not a function"}
+    try:
+        args = [_build(recipe) for recipe in request.get("args", [])]
+        kwargs = {key: _build(recipe) for key, recipe in request.get("kwargs", {}).items()}
+    except Missing as error:
+        return {"status": "missing", "message": str(error)}
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        signature = _signature_text(function)
+        return {"status": "signature", "message": f"{name}{signature} cannot be called this way: {error}"}
+    except ValueError:
+        pass  # builtins without a signature: just call them
+    RECORDER.call = []
+    RECORDER.call_dropped = 0
+    result: dict[str, Any] = {"status": "returned"}
+    with _capture() as captured:
+        started = time.perf_counter()
+        start_clock = RECORDER.now()
+        try:
+            value = function(*args, **kwargs)
+        except BaseException as error:  # the student's code may raise anything, even SystemExit
+            result = {"status": "raised", "exception": _exception(error, skip_frames=1)}
+            if isinstance(error, KeyboardInterrupt):
+                result["interrupted"] = True
+        else:
+            try:
+                result["value"] = describe(value)
+            except Exception as error:  # describing hostile objects must not lose the call
+                result["value"] = {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}
+            if request.get("keep_as"):
+                HANDLES[request["keep_as"]] = value
+        finally:
+            duration = time.perf_counter() - started
+    result.update(
+        {
+            "duration_s": duration,
+            "start": start_clock,
+            "end": start_clock + duration,
+            "stdout": captured.get("stdout", ""),
+            "stderr": captured.get("stderr", ""),
+            "events": RECORDER.call,
+            "events_dropped": RECORDER.call_dropped,
+        }
+    )
+    RECORDER.call = None
+    return result
+
+
+def _signature_text(function: Any) -> str:
+    try:
+        return str(inspect.signature(function))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def op_describe(request: dict[str, Any]) -> dict[str, Any]:
+    """Describe a notebook value found by a path such as ``["configurations", 0, "name"]``."""
+    try:
+        value = _resolve_path(request["path"])
+    except Missing as error:
+        return {"status": "missing", "message": str(error)}
+    return {"status": "returned", "value": describe(value)}
+
+
+def op_inspect(request: dict[str, Any]) -> dict[str, Any]:
+    """For each name: whether the notebook defines it, what it is, and its signature."""
+    namespace = _user_namespace()
+    names: dict[str, Any] = {}
+    for name in request["names"]:
+        if name not in namespace:
+            names[name] = {"defined": False}
+            continue
+        value = namespace[name]
+        names[name] = {
+            "defined": True,
+            "callable": callable(value),
+            "type": _type_name(value),
+            "signature": _signature_text(value) if callable(value) else None,
+        }
+    return {"status": "returned", "names": names}
+
+
+def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
+    """Load a model (from a spec, or with load arguments the notebook defines) and describe it."""
+    spec = dict(request["spec"])
+    started = time.perf_counter()
+    try:
+        if "load_args_path" in spec:
+            load_args = _resolve_path(spec["load_args_path"])
+            if not isinstance(load_args, dict):
+                return {
+                    "status": "raised",
+                    "exception": {
+                        "type": "TypeError",
+                        "module": "builtins",
+                        "message": f"{_path_text(spec['load_args_path'])} is a {type(load_args).__name__}, not a dict of from_pretrained arguments",
+                        "traceback": "",
+                    },
+                }
+            from transformers import AutoModelForCausalLM
+
+            with _capture():
+                model = AutoModelForCausalLM.from_pretrained(spec["hub_id"], **load_args)
+            model.eval()
+        else:
+            with _capture():
+                model = load_model(spec)
+    except Missing as error:
+        return {"status": "missing", "message": str(error)}
+    except Exception as error:
+        return {"status": "raised", "exception": _exception(error)}
+    HANDLES[request["handle"]] = model
+    return {"status": "returned", "value": describe_model(model), "duration_s": time.perf_counter() - started}
+
+
+def op_generate(request: dict[str, Any]) -> dict[str, Any]:
+    """Greedy-generate from a loaded model to show that it really produces text."""
+    model = HANDLES[request["handle"]]
+    tokenizer = _build({"$tokenizer": request["tokenizer"]})
+    RECORDER.call = []
+    try:
+        inputs = tokenizer(request["prompt"], return_tensors="pt").to(model.device)
+        with _capture():
+            output = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+        text = tokenizer.decode(output[0][inputs["input_ids"].shape[-1] :], skip_special_tokens=True)
+    except Exception as error:
+        RECORDER.call = None
+        return {"status": "raised", "exception": _exception(error)}
+    events, RECORDER.call = RECORDER.call, None
+    return {"status": "returned", "value": describe(text), "events": events}
+
+
+def op_release(request: dict[str, Any]) -> dict[str, Any]:
+    """Forget loaded objects so their memory can be freed."""
+    for handle in request.get("handles", list(HANDLES)):
+        HANDLES.pop(handle, None)
+    import gc
+
+    gc.collect()
+    return {"status": "returned"}
+
+
+def op_events(request: dict[str, Any]) -> dict[str, Any]:
+    """The instrumentation events recorded while the notebook's cells ran."""
+    return {
+        "status": "returned",
+        "events": RECORDER.notebook,
+        "events_dropped": RECORDER.notebook_dropped,
+    }
+
+
+def op_install(request: dict[str, Any]) -> dict[str, Any]:
+    """Instrument the kernel; answer with its environment."""
+    return {"status": "returned", "environment": install(request.get("settings", {}))}
+
+
+def op_environment(request: dict[str, Any]) -> dict[str, Any]:
+    """Versions and devices of this kernel."""
+    return {"status": "returned", "environment": environment()}
+
+
+OPERATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "install": op_install,
+    "call": op_call,
+    "describe": op_describe,
+    "inspect": op_inspect,
+    "load_model": op_load_model,
+    "generate": op_generate,
+    "release": op_release,
+    "events": op_events,
+    "environment": op_environment,
+}
+
+
+def run(request_text: str) -> None:
+    """Run one operation and publish its JSON answer on the request's channel."""
+    request = json.loads(request_text)
+    try:
+        answer = OPERATIONS[request["op"]](request)
+    except BaseException as error:  # an answer must always come back, whatever went wrong
+        answer = {"status": "internal", "exception": _exception(error)}
+    from IPython.display import publish_display_data
+
+    try:
+        payload = json.dumps(answer, allow_nan=False, default=_type_name)
+    except ValueError:
+        payload = json.dumps(_without_nan(answer), allow_nan=False, default=_type_name)
+    publish_display_data({request["channel"]: payload})
+
+
+def _without_nan(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nan(v) for v in value]
+    return value
