@@ -1,0 +1,201 @@
+"""What a check is, what it receives, and what it gives back.
+
+A check kind is a function ``run(context, params) -> Verdict`` declared with
+:func:`check_kind`. Rubric checks name a kind and give it params, validated by the kind's
+params model. A check asks the kernel for values through ``context`` (never the other way
+round), compares them with the reference computed in the grader's process, and returns a
+:class:`Verdict` that says in one sentence what happened, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from grader.harness import CallOutcome, Harness
+from grader.values import kind_of
+
+if TYPE_CHECKING:
+    from grader.execute import ExecutionRecord
+    from grader.reference import ReferenceModels
+    from grader.rubric import CheckSpec, Rubric
+
+Outcome = Literal["passed", "failed", "error", "manual", "skipped"]
+# Whose points a check's are: the grader's (automatic), or the instructor's (graded by hand;
+# the check only rejects a missing answer). Fixed per kind, so every student has the same maximum.
+GradedBy = Literal["grader", "instructor"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's judgement: outcome, one-sentence message, expected and found, details."""
+
+    outcome: Outcome
+    message: str
+    expected: str | None = None
+    found: str | None = None
+    fraction: float | None = None  # partial credit; None means all (passed) or nothing
+    details: tuple[str, ...] = ()
+    answer: str | None = None  # a written answer, for manual grading
+    data: Mapping[str, Any] = field(default_factory=dict)  # instructor-only facts, JSON-safe
+
+    @classmethod
+    def passed(cls, message: str, **fields: Any) -> Verdict:
+        """The check passed."""
+        return cls("passed", message, **fields)
+
+    @classmethod
+    def failed(cls, message: str, **fields: Any) -> Verdict:
+        """The check ran and the submission's behaviour was wrong."""
+        return cls("failed", message, **fields)
+
+    @classmethod
+    def error(cls, message: str, **fields: Any) -> Verdict:
+        """The check could not judge behaviour: missing function, exception, timeout, dead kernel."""
+        return cls("error", message, **fields)
+
+    @classmethod
+    def manual(cls, message: str, **fields: Any) -> Verdict:
+        """An instructor must grade this by hand."""
+        return cls("manual", message, **fields)
+
+    @classmethod
+    def skipped(cls, message: str, **fields: Any) -> Verdict:
+        """The check cannot run here (for example, it needs a GPU)."""
+        return cls("skipped", message, **fields)
+
+
+class StopCheck(Exception):
+    """Raised inside a check to end it early with a verdict (a failed call, a wrong type)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+class NoParams(BaseModel):
+    """A check kind that takes no parameters."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Params(BaseModel):
+    """Base of every check kind's params: strict, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A registered kind of check."""
+
+    name: str
+    params: type[BaseModel]
+    run: Callable[[CheckContext, Any], Verdict]
+    needs_kernel: bool
+    graded_by: GradedBy
+    description: str
+
+
+def check_kind(
+    name: str, params: type[BaseModel] = NoParams, needs_kernel: bool = True, graded_by: GradedBy = "grader"
+) -> Callable[[Callable[[CheckContext, Any], Verdict]], CheckKind]:
+    """Declare a check kind; the module that defines it must be listed in ``CHECK_MODULES``."""
+
+    def declare(run: Callable[[CheckContext, Any], Verdict]) -> CheckKind:
+        description = (run.__doc__ or "").strip().splitlines()[0] if run.__doc__ else name
+        return CheckKind(
+            name=name, params=params, run=run, needs_kernel=needs_kernel, graded_by=graded_by, description=description
+        )
+
+    return declare
+
+
+@dataclass
+class CheckContext:
+    """Everything one check may use; built per check, by the grading stage."""
+
+    rubric: Rubric
+    check: CheckSpec
+    notebook: Any  # the executed notebook (nbformat.NotebookNode); the submitted one if it never ran
+    execution: ExecutionRecord | None
+    harness: Harness | None
+    reference: ModuleType | None
+    models: ReferenceModels
+    environment: Mapping[str, Any]
+    rng: random.Random
+    memo: dict[str, Any]  # shared by the checks of one submission (for example, loaded configurations)
+    kernel_problem: str | None = None
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds for one call into the kernel for this check."""
+        return self.check.timeout_s or self.rubric.limits.call_timeout_s
+
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the notebook's kernel sees a CUDA device."""
+        return bool(self.environment.get("cuda_available"))
+
+    def require_harness(self) -> Harness:
+        """The harness, or stop with an error saying why the kernel cannot be asked."""
+        if self.harness is None:
+            raise StopCheck(
+                Verdict.error(
+                    self.kernel_problem or "The notebook's kernel is not running, so this check could not call your code."
+                )
+            )
+        return self.harness
+
+    def call(self, function: str, *args: dict[str, Any], **kwargs: dict[str, Any]) -> CallOutcome:
+        """Call the student's ``function`` in the kernel (arguments are recipes)."""
+        return self.require_harness().call(function, list(args), kwargs, timeout_s=self.timeout_s)
+
+    def returned(self, outcome: CallOutcome, what: str) -> Any:
+        """The value a call returned, or stop the check with a message saying what went wrong."""
+        if outcome.ok:
+            return outcome.value
+        raise StopCheck(failed_call(outcome, what))
+
+
+def failed_call(outcome: CallOutcome, what: str) -> Verdict:
+    """The verdict for a call that did not return: missing, wrong signature, raised, timed out, died."""
+    if outcome.status == "missing":
+        message = outcome.message or f"The notebook does not define {what}."
+        return Verdict.error(_sentence(message), expected=f"{what} defined in the notebook", found="not defined")
+    if outcome.status == "signature":
+        return Verdict.error(_sentence(outcome.message), expected="the starter's signature", found="a different signature")
+    if outcome.status == "raised" and outcome.exception is not None:
+        exception = outcome.exception
+        details = (exception.traceback,) if exception.traceback else ()
+        return Verdict.error(f"{what} raised {exception}.", found=f"{exception.type} raised", details=details)
+    if outcome.status == "timeout":
+        return Verdict.error(f"{what} did not return in time: {outcome.message}.", found="no return (timed out)")
+    if outcome.status == "dead":
+        return Verdict.error(f"The kernel is not running: {outcome.message}.", found="no kernel")
+    detail = outcome.message or (str(outcome.exception) if outcome.exception else "no answer")
+    return Verdict.error(f"The grader could not call {what}: {detail}.")
+
+
+def expect_type(value: Any, expected: type | tuple[type, ...], what: str, wanted: str) -> Any:
+    """``value`` if it is an instance of ``expected``; else stop with a wrong-type verdict."""
+    if isinstance(value, expected) and not (isinstance(value, bool) and bool not in _as_tuple(expected)):
+        return value
+    raise StopCheck(
+        Verdict.failed(f"{what} should be {wanted}, but it is {kind_of(value)}.", expected=wanted, found=kind_of(value))
+    )
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

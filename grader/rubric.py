@@ -1,0 +1,194 @@
+"""Rubrics: one YAML file per assignment, validated strictly.
+
+Every field has a type, a default and a description; an unknown key or a wrong type is an
+error naming the file and the key path (``checks[3].params.quantization``), because a rubric
+typo silently changes grades. Each check's ``params`` are validated by the model its kind
+declares, so they are as strict as the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from grader.errors import RubricError
+
+SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+class Strict(BaseModel):
+    """A schema that rejects unknown keys and does not coerce types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Limits(Strict):
+    """Time limits for running one submission."""
+
+    cell_timeout_s: float = Field(120.0, gt=0, description="Seconds one cell may run before it is interrupted.")
+    notebook_timeout_s: float = Field(900.0, gt=0, description="Seconds all cells together may run.")
+    call_timeout_s: float = Field(60.0, gt=0, description="Default seconds for one grading call into the kernel.")
+    startup_timeout_s: float = Field(90.0, gt=0, description="Seconds the kernel may take to start.")
+
+
+class Identify(Strict):
+    """How a notebook is recognised as this assignment when its metadata does not say."""
+
+    functions: list[str] = Field(
+        default_factory=list, description="Functions the starter asks for; most of them must be defined."
+    )
+    variables: list[str] = Field(default_factory=list, description="Notebook variables the starter defines.")
+
+
+class CheckSpec(Strict):
+    """One graded check."""
+
+    id: str = Field(description="Stable identifier, unique in the rubric (lower-case, digits, - and _).")
+    name: str = Field(description="Title shown to students and instructors.")
+    kind: str = Field(description="The check kind that runs it (see `grade --list-checks`).")
+    target: str = Field(description="The student function or notebook variable it grades (used as a tag).")
+    points: float = Field(ge=0, description="Points it is worth.")
+    visibility: Literal["public", "hidden"] = Field(
+        "public", description="Hidden checks show to students only after grades are published."
+    )
+    device: Literal["any", "cpu", "cuda"] = Field("any", description="Where it can run; elsewhere it is reported as skipped.")
+    hint: str = Field("", description="What to look at when it fails.")
+    docs: list[str] = Field(default_factory=list, description="Documentation links for the student.")
+    timeout_s: float | None = Field(
+        None, gt=0, description="Seconds for each call into the kernel (default: limits.call_timeout_s)."
+    )
+    params: Mapping[str, Any] = Field(default_factory=dict, description="Parameters of the check kind.")
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not SLUG.match(value):
+            raise ValueError(f"{value!r} is not a valid id: use lower-case letters, digits, '-' and '_'")
+        return value
+
+    @field_validator("docs")
+    @classmethod
+    def _links(cls, value: list[str]) -> list[str]:
+        for link in value:
+            if not link.startswith(("https://", "http://")):
+                raise ValueError(f"{link!r} is not a web link")
+        return value
+
+
+class Rubric(Strict):
+    """An assignment's rubric."""
+
+    assignment: str = Field(description="The assignment's name; must equal the file's name.")
+    title: str = Field(description="The assignment's title, shown in feedback.")
+    seed: str = Field("", description="The course document the assignment comes from.")
+    models: list[str] = Field(default_factory=lambda: ["gpt2"], description="Hub IDs the tiny model zoo serves to the notebook.")
+    given_files: list[str] = Field(
+        default_factory=list, description="Files (relative to the rubric's reference folder) copied next to the notebook."
+    )
+    limits: Limits = Field(default_factory=lambda: Limits(), description="Time limits.")
+    identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")
+    checks: list[CheckSpec] = Field(description="The checks, in the order they run and are shown.")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Rubric:
+        seen: set[str] = set()
+        for check in self.checks:
+            if check.id in seen:
+                raise ValueError(f"two checks have the id {check.id!r}")
+            seen.add(check.id)
+        return self
+
+    @property
+    def total_points(self) -> float:
+        """Points of every check."""
+        return sum(check.points for check in self.checks)
+
+
+class _NoDuplicateKeysLoader(yaml.SafeLoader):
+    """A YAML loader for which a repeated key is an error, not a silent override."""
+
+
+def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    keys: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in keys:
+            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} appears twice", key_node.start_mark)
+        keys.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_NoDuplicateKeysLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def key_path(location: tuple[int | str, ...]) -> str:
+    """``("checks", 3, "params", "x")`` as ``checks[3].params.x``."""
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def _problems(error: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[str]:
+    problems = []
+    for item in error.errors():
+        location = prefix + tuple(part for part in item["loc"] if part not in ("function-after",))
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (not in the schema; check its spelling)"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        problems.append(f"{key_path(location)}: {message}")
+    return problems
+
+
+def load_rubric(path: Path, params_models: Mapping[str, type[BaseModel]]) -> tuple[Rubric, dict[str, BaseModel]]:
+    """Read and validate a rubric; return it with each check's validated params, by check id.
+
+    ``params_models`` maps each known check kind to the model its params must satisfy.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise RubricError(path, [f"cannot be read: {error.strerror or error}"]) from error
+    try:
+        data = yaml.load(text, Loader=_NoDuplicateKeysLoader)
+    except yaml.YAMLError as error:
+        raise RubricError(path, [f"is not valid YAML: {error}"]) from error
+    if not isinstance(data, dict):
+        raise RubricError(path, ["must be a mapping of keys (assignment, title, checks, ...)"])
+    try:
+        rubric = Rubric.model_validate(data)
+    except ValidationError as error:
+        raise RubricError(path, _problems(error)) from error
+    problems = []
+    if rubric.assignment != path.stem:
+        problems.append(f"assignment: {rubric.assignment!r} does not match the file name {path.name!r}")
+    params: dict[str, BaseModel] = {}
+    for index, check in enumerate(rubric.checks):
+        model = params_models.get(check.kind)
+        if model is None:
+            known = ", ".join(sorted(params_models))
+            problems.append(f"checks[{index}].kind: unknown check kind {check.kind!r}; known kinds: {known}")
+            continue
+        try:
+            params[check.id] = model.model_validate(dict(check.params))
+        except ValidationError as error:
+            problems.extend(_problems(error, ("checks", index, "params")))
+    if problems:
+        raise RubricError(path, problems)
+    return rubric, params
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (recorded with every result)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
