@@ -1,0 +1,732 @@
+"""Check kinds of the ``ptq-bnb`` assignment (Lesson 3, Exercise 1: bitsandbytes PTQ).
+
+Memory is compared with the reference on the same model; timing is judged against the
+instrumented ``generate`` call the student's own function made; configurations are really
+loaded and run in the student's kernel; the results table is cross-checked with the generate
+calls the notebook's experiment loop made.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call
+from grader.harness import CallOutcome, literal, model, tokenizer
+from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
+
+Quantization = Literal["none", "int8", "nf4", "fp4"]
+MB = 1024**2
+
+
+def model_spec(hub_id: str, quantization: str = "none", device: str = "auto") -> dict[str, Any]:
+    """The spec both sides load a model from (see ``runtime.load_kwargs``)."""
+    return {"hub_id": hub_id, "quantization": quantization, "device": device}
+
+
+def _fmt(value: float, unit: str = "") -> str:
+    text = f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+# --------------------------------------------------------------------------------------
+# get_model_memory_footprint
+# --------------------------------------------------------------------------------------
+
+
+class MemoryParams(Params):
+    """Which model the student's function measures."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    quantization: Quantization = Field("none", description="bitsandbytes quantization of the model.")
+    function: str = Field("get_model_memory_footprint", description="The student's function.")
+    rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
+
+
+def footprint_mistakes(reference_model: Any) -> dict[str, tuple[float, str]]:
+    """What the classic mistakes give on this model, each with the sentence that explains it."""
+    param_bytes = sum(p.nelement() * p.element_size() for p in reference_model.parameters())
+    param_elements = sum(p.nelement() for p in reference_model.parameters())
+    buffer_bytes = sum(b.nelement() * b.element_size() for b in reference_model.buffers())
+    buffer_elements = sum(b.nelement() for b in reference_model.buffers())
+    total = param_bytes + buffer_bytes
+    return {
+        "elements": (
+            (param_elements + buffer_elements) / MB,
+            "counts elements (nelement()) instead of bytes: multiply each tensor's nelement() by its element_size()",
+        ),
+        "elements, no buffers": (
+            param_elements / MB,
+            "counts parameter elements instead of bytes, and leaves out the buffers",
+        ),
+        "no buffers": (
+            param_bytes / MB,
+            "leaves out the model's buffers (model.buffers(), such as GPT-2's attention mask): add their bytes too",
+        ),
+        "bytes": (float(total), "returns bytes: divide by 1024**2 to get MB"),
+        "kilobytes": (total / 1024, "divides by 1024 once, which gives KB: divide by 1024**2 to get MB"),
+        "decimal MB": (total / 1e6, "divides by 10**6: the exercise's MB is 1024**2 bytes"),
+    }
+
+
+@check_kind("memory_footprint", MemoryParams)
+def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
+    """The student's memory footprint equals the reference's on the same model."""
+    spec = model_spec(params.model, params.quantization)
+    outcome = context.call(params.function, model(spec))
+    value = context.returned(outcome, params.function)
+    if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
+        value = value.values[0]
+    if not is_number(value):
+        return Verdict.failed(
+            f"{params.function} should return a number of MB, but it returned {kind_of(value)}.",
+            expected="a float (MB)",
+            found=kind_of(value),
+        )
+    reference_model = context.models.model(spec)
+    expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
+    label = {"none": "float32", "int8": "INT8", "nf4": "NF4 4-bit", "fp4": "FP4 4-bit"}[params.quantization]
+    found = float(value)
+    data = {"expected_mb": expected, "found_mb": found}
+    if math.isclose(found, expected, rel_tol=params.rel_tolerance):
+        return Verdict.passed(f"On the {label} model you report {_fmt(found, 'MB')}, as expected.", data=data)
+    for name, (mistake, explanation) in footprint_mistakes(reference_model).items():
+        if mistake > 0 and math.isclose(found, mistake, rel_tol=params.rel_tolerance):
+            return Verdict.failed(
+                f"On the {label} model your function returns {_fmt(found, 'MB')}, but the model takes {_fmt(expected, 'MB')}: it {explanation}.",
+                expected=_fmt(expected, "MB"),
+                found=_fmt(found, "MB"),
+                data={**data, "mistake": name},
+            )
+    return Verdict.failed(
+        f"On the {label} model your function returns {_fmt(found, 'MB')}, but its parameters and buffers take {_fmt(expected, 'MB')}.",
+        expected=_fmt(expected, "MB"),
+        found=_fmt(found, "MB"),
+        data=data,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# generate_text_and_time
+# --------------------------------------------------------------------------------------
+
+
+class GenerateParams(Params):
+    """How the student's generate-and-time function is called."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("generate_text_and_time", description="The student's function.")
+    prompt: str = Field("The capital of France is", description="The prompt passed.")
+    max_new_tokens: int = Field(20, ge=1, description="max_new_tokens passed.")
+
+
+def _call_generate(
+    context: CheckContext, function: str, hub_id: str, prompt: str, max_new_tokens: int, device: str = "auto"
+) -> tuple[CallOutcome, Any]:
+    """Call the student's function; stop the check with a clear verdict if it did not return."""
+    outcome = context.call(
+        function, model(model_spec(hub_id, device=device)), tokenizer(hub_id), literal(prompt), literal(max_new_tokens)
+    )
+    if outcome.status == "raised" and outcome.exception is not None and not context.on_cuda:
+        text = f"{outcome.exception.message} {outcome.exception.traceback}"
+        if "synchronize" in text or "CUDA" in text or "NVIDIA driver" in text:
+            verdict = failed_call(outcome, function)
+            raise StopCheck(
+                Verdict.error(
+                    f"{function} uses CUDA although the model is on the CPU ({outcome.exception}): "
+                    "call torch.cuda.synchronize() only when model.device.type == 'cuda'.",
+                    found=verdict.found,
+                    details=verdict.details,
+                )
+            )
+    return outcome, context.returned(outcome, function)
+
+
+def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
+    """The (text, latency) pair, or stop with a message about the return value's shape."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise StopCheck(
+            Verdict.failed(
+                f"{function} should return (generated_text, latency), but it returned {kind_of(value)}.",
+                expected="a tuple (str, float)",
+                found=kind_of(value),
+            )
+        )
+    first, second = value
+    if is_number(first) and isinstance(second, str):
+        raise StopCheck(
+            Verdict.failed(
+                f"{function} returns (latency, text): the order must be (generated_text, latency).",
+                expected="(str, float)",
+                found=f"({kind_of(first)}, {kind_of(second)})",
+            )
+        )
+    return first, second
+
+
+def decoded_variants(context: CheckContext, hub_id: str, event: dict[str, Any]) -> dict[str, str]:
+    """The texts a correct decode of this generate call can give (with or without the prompt)."""
+    reference_tokenizer = context.models.tokenizer(hub_id)
+    output_ids = list(event.get("output_ids") or [])
+    prompt_length = (event.get("input_shape") or [0, 0])[-1]
+    variants = {}
+    for skip in (True, False):
+        variants[f"full, skip_special_tokens={skip}"] = reference_tokenizer.decode(output_ids, skip_special_tokens=skip)
+        variants[f"continuation, skip_special_tokens={skip}"] = reference_tokenizer.decode(
+            output_ids[prompt_length:], skip_special_tokens=skip
+        )
+    return variants
+
+
+@check_kind("generate_output", GenerateParams)
+def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
+    """Returns (text, latency) in that order; the text is the decoded output of its generate call."""
+    outcome, value = _call_generate(context, params.function, params.model, params.prompt, params.max_new_tokens)
+    text, latency = _text_and_latency(value, params.function)
+    events = outcome.generate_events()
+    if not events:
+        return Verdict.failed(
+            f"{params.function} never called model.generate, so there is no generated text.",
+            expected="one model.generate call",
+            found="no generate call",
+        )
+    if isinstance(text, Tensor):
+        return Verdict.failed(
+            f"{params.function} returns the output token tensor instead of text: decode it with tokenizer.decode(outputs[0], skip_special_tokens=True).",
+            expected="a str",
+            found=kind_of(text),
+        )
+    if isinstance(text, list) and text and all(isinstance(item, str) for item in text):
+        return Verdict.failed(
+            f"{params.function} returns a list of texts (batch_decode): return the single string, tokenizer.decode(outputs[0], skip_special_tokens=True).",
+            expected="a str",
+            found=kind_of(text),
+        )
+    expect_type(text, str, "The generated text (first item returned)", "a str")
+    if not is_number(latency):
+        return Verdict.failed(
+            f"The latency (second item returned) should be a number of seconds, but it is {kind_of(latency)}.",
+            expected="a float (seconds)",
+            found=kind_of(latency),
+        )
+    variants = decoded_variants(context, params.model, events[-1])
+    if text.strip() in {variant.strip() for variant in variants.values()}:
+        return Verdict.passed(
+            f"{params.function} returns (text, latency), and the text is the decoded output of its generate call."
+        )
+    if text.strip() == params.prompt.strip():
+        return Verdict.failed(
+            f"{params.function} returns the prompt itself: decode the generate output (outputs[0]), not the inputs.",
+            expected=variants["full, skip_special_tokens=True"],
+            found=text,
+        )
+    return Verdict.failed(
+        f"The text {params.function} returns is not the decoded output of the generate call it made.",
+        expected=variants["full, skip_special_tokens=True"],
+        found=text,
+    )
+
+
+class LatencyParams(Params):
+    """Hidden calls that check the reported latency against the instrumented generate call."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("generate_text_and_time", description="The student's function.")
+    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn per call at grading time.")
+    short_tokens: list[int] = Field(
+        [4, 8], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the short call."
+    )
+    long_tokens: list[int] = Field(
+        [32, 48], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the long call."
+    )
+    lower_rel: float = Field(
+        0.05, ge=0, lt=1, description="How much shorter than generate the latency may read (clock differences)."
+    )
+    lower_abs_s: float = Field(0.002, ge=0, description="Absolute allowance below the generate duration.")
+    upper_rel: float = Field(0.25, ge=0, description="How much longer than generate the latency may read (tokenization, noise).")
+    upper_abs_s: float = Field(0.015, ge=0, description="Absolute allowance above the generate duration.")
+
+
+@check_kind("generate_latency", LatencyParams)
+def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
+    """The reported latency is the duration of the generate call, on hidden prompts and lengths."""
+    measurements = []
+    for low, high in (params.short_tokens, params.long_tokens):
+        prompt = context.rng.choice(params.prompts)
+        max_new_tokens = context.rng.randint(low, high)
+        outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens)
+        _, latency = _text_and_latency(value, params.function)
+        if not is_number(latency) or latency <= 0:
+            return Verdict.failed(
+                f"The latency {params.function} returns should be a positive number of seconds, but it is {kind_of(latency)}.",
+                expected="a positive float (seconds)",
+                found=kind_of(latency),
+            )
+        events = outcome.generate_events()
+        if not events:
+            return Verdict.failed(
+                f"{params.function} never called model.generate, so its latency measures nothing.", found="no generate call"
+            )
+        measurements.append((float(latency), events, max_new_tokens))
+    data = {
+        "calls": [
+            {"reported_s": latency, "generate_s": [e["duration_s"] for e in events], "max_new_tokens": n}
+            for latency, events, n in measurements
+        ]
+    }
+    (first, first_events, _), (second, second_events, _) = measurements
+    if first == second and abs(first_events[-1]["duration_s"] - second_events[-1]["duration_s"]) > 0.5 * max(first, 1e-9):
+        return Verdict.failed(
+            f"{params.function} reported the same latency ({_fmt(first, 's')}) for a short and a long generation: the value is not measured.",
+            expected=f"about {_fmt(first_events[-1]['duration_s'], 's')} and {_fmt(second_events[-1]['duration_s'], 's')}",
+            found=f"{_fmt(first, 's')} twice",
+            data=data,
+        )
+    for latency, events, max_new_tokens in measurements:
+        verdict = _judge_latency(params, latency, events, max_new_tokens)
+        if verdict is not None:
+            return Verdict(verdict.outcome, verdict.message, verdict.expected, verdict.found, data=data)
+    return Verdict.passed(
+        f"The latency {params.function} reports matches its generate call on two hidden prompts "
+        f"({_fmt(first, 's')} and {_fmt(second, 's')}).",
+        data=data,
+    )
+
+
+def _judge_latency(params: LatencyParams, latency: float, events: list[dict[str, Any]], max_new_tokens: int) -> Verdict | None:
+    """None if ``latency`` agrees with the last generate call; else the failed verdict that says how."""
+    duration = float(events[-1]["duration_s"])
+    total = sum(float(event["duration_s"]) for event in events)
+    lower = duration * (1 - params.lower_rel) - params.lower_abs_s
+    upper = duration * (1 + params.upper_rel) + params.upper_abs_s
+    expected = f"about {_fmt(duration, 's')} (the generate call of {max_new_tokens} new tokens)"
+    if lower <= latency <= upper:
+        return None
+    if math.isclose(latency, duration * 1000, rel_tol=params.upper_rel):
+        return Verdict.failed(
+            f"The latency reads {_fmt(latency)} for a generate call of {_fmt(duration, 's')}: it is in milliseconds; return seconds.",
+            expected=expected,
+            found=_fmt(latency),
+        )
+    if latency < lower:
+        return Verdict.failed(
+            f"The reported latency ({_fmt(latency, 's')}) is shorter than the generate call itself ({_fmt(duration, 's')}): "
+            "the timer must start before model.generate and stop after it (or the value is not measured).",
+            expected=expected,
+            found=_fmt(latency, "s"),
+        )
+    if len(events) > 1 and latency >= total * (1 - params.lower_rel) - params.lower_abs_s:
+        return Verdict.failed(
+            f"The timer surrounds {len(events)} generate calls ({_fmt(total, 's')} in all): time the single generate call whose text you return.",
+            expected=expected,
+            found=_fmt(latency, "s"),
+        )
+    return Verdict.failed(
+        f"The reported latency ({_fmt(latency, 's')}) is much longer than the generate call ({_fmt(duration, 's')}): "
+        "the timed block includes other work; start the timer right before model.generate and stop it right after.",
+        expected=expected,
+        found=_fmt(latency, "s"),
+    )
+
+
+@check_kind("generate_synchronize", GenerateParams)
+def generate_synchronize(context: CheckContext, params: GenerateParams) -> Verdict:
+    """On CUDA, torch.cuda.synchronize() is called before the timed generate and after it."""
+    outcome, value = _call_generate(context, params.function, params.model, params.prompt, params.max_new_tokens, device="cuda")
+    _text_and_latency(value, params.function)
+    events = outcome.generate_events()
+    if not events:
+        return Verdict.failed(f"{params.function} never called model.generate.", found="no generate call")
+    generate = events[-1]
+    synchronizes = outcome.synchronize_events()
+    before = any(event["end"] <= generate["start"] for event in synchronizes)
+    after = any(event["start"] >= generate["end"] for event in synchronizes)
+    if before and after:
+        return Verdict.passed(f"{params.function} synchronises before and after the generate call on CUDA.")
+    missing = " and ".join(where for where, ok in (("before", before), ("after", after)) if not ok)
+    return Verdict.failed(
+        f"On CUDA, {params.function} does not call torch.cuda.synchronize() {missing} the generate call, so the timer can stop before the GPU finishes.",
+        expected="torch.cuda.synchronize() before and after model.generate",
+        found=f"{len(synchronizes)} synchronize call(s), none {missing}",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# configurations
+# --------------------------------------------------------------------------------------
+
+Expectation = Literal["baseline", "int8", "nf4", "fp4"]
+CONFIG_FIXES = {
+    "int8": "load it with quantization_config=BitsAndBytesConfig(load_in_8bit=True)",
+    "nf4": "load it with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4')",
+    "fp4": "load it with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='fp4')",
+}
+LABELS = {"baseline": "baseline", "int8": "INT8", "nf4": "NF4", "fp4": "FP4"}
+NAME_HINTS = {
+    "int8": ("int8", "8bit", "8-bit", "8 bit"),
+    "nf4": ("nf4",),
+    "fp4": ("fp4",),
+    "baseline": ("baseline", "fp32", "fp16", "float32", "float16"),
+}
+
+
+class ConfigurationParams(Params):
+    """Which configuration must be present, and how to load and try it."""
+
+    expect: Expectation = Field(description="The configuration this check looks for.")
+    variable: str = Field("configurations", description="The notebook variable holding the configurations.")
+    model: str = Field("gpt2", description="Hub ID the configurations are loaded with.")
+    prompt: str = Field("The capital of France is", description="Prompt used to show that a loaded model generates.")
+    max_new_tokens: int = Field(5, ge=1, description="Tokens generated from each loaded configuration.")
+
+
+@dataclass(frozen=True)
+class LoadedConfiguration:
+    """One of the student's configurations, loaded and tried in the kernel."""
+
+    index: int
+    name: str
+    model: Model | None
+    error: str | None
+    generated: str | None
+
+    def loaded_as(self) -> str | None:
+        """What the loaded model really is: int8, nf4, fp4, 4bit, fp32, fp16, bf16 (None if it failed)."""
+        if self.model is None:
+            return None
+        if self.model.loaded_in_8bit:
+            return "int8"
+        if self.model.loaded_in_4bit:
+            return self.model.quant_type or "4bit"
+        return {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}.get(
+            self.model.dtype, self.model.dtype
+        )
+
+    def describe(self) -> str:
+        """'NAME' and what it became."""
+        if self.error:
+            return f"'{self.name}' (fails to load)"
+        return f"'{self.name}' (loads as {self.loaded_as()})"
+
+
+def loaded_configurations(context: CheckContext, params: ConfigurationParams) -> list[LoadedConfiguration]:
+    """The notebook's configurations, each loaded with its own load_args in the kernel and tried once.
+
+    Done once per submission and shared by the configuration checks and the results table.
+    """
+    key = f"configurations:{params.variable}:{params.model}"
+    if key in context.memo:
+        cached = context.memo[key]
+        if isinstance(cached, Verdict):
+            raise StopCheck(cached)
+        return list(cached)
+    harness = context.require_harness()
+    described = harness.describe(params.variable, timeout_s=context.timeout_s)
+    try:
+        configurations = context.returned(described, f"`{params.variable}`")
+        expect_type(configurations, list, f"`{params.variable}`", "a list of dicts with 'name' and 'load_args'")
+        if not configurations:
+            raise StopCheck(
+                Verdict.failed(
+                    f"`{params.variable}` is empty: define the baseline, INT8, NF4 and FP4 configurations.", found="an empty list"
+                )
+            )
+        for index, item in enumerate(configurations):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("load_args"), dict):
+                raise StopCheck(
+                    Verdict.failed(
+                        f"`{params.variable}[{index}]` should be a dict with a 'name' (str) and 'load_args' (dict), but it is {kind_of(item)}"
+                        + (f" with keys {sorted(map(str, item))}" if isinstance(item, dict) else "")
+                        + ".",
+                        expected="{'name': str, 'load_args': dict}",
+                        found=kind_of(item),
+                    )
+                )
+    except StopCheck as stop:
+        context.memo[key] = stop.verdict
+        raise
+    loaded = []
+    for index, item in enumerate(configurations):
+        handle_name = f"configuration-{index}"
+        spec = {"hub_id": params.model, "load_args_path": [params.variable, index, "load_args"]}
+        outcome = harness.load_model(spec, handle_name, timeout_s=context.timeout_s)
+        if not outcome.ok:
+            error = str(outcome.exception) if outcome.exception else outcome.message
+            loaded.append(LoadedConfiguration(index, item["name"], None, error, None))
+            continue
+        generated = harness.generate(handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s)
+        harness.release([handle_name])
+        loaded.append(
+            LoadedConfiguration(
+                index,
+                item["name"],
+                outcome.value if isinstance(outcome.value, Model) else None,
+                None if generated.ok else f"generating failed: {generated.exception or generated.message}",
+                generated.value if generated.ok else None,
+            )
+        )
+    context.memo[key] = tuple(loaded)
+    return loaded
+
+
+def _declared_args(load_args: dict[str, Any]) -> str:
+    """A short, readable rendering of a configuration's load_args."""
+    parts = []
+    for key, value in load_args.items():
+        if isinstance(value, ConfigValue):
+            fields = {k: v for k, v in value.fields.items() if k in ("load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type") and v}
+            parts.append(f"{key}={value.short_type}({', '.join(f'{k}={v!r}' for k, v in fields.items())})")
+        elif isinstance(value, DType):
+            parts.append(f"{key}={value.name}")
+        else:
+            parts.append(f"{key}={value!r}")
+    return ", ".join(parts)
+
+
+@check_kind("bnb_configuration", ConfigurationParams)
+def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Verdict:
+    """A configuration of the expected kind is defined, really loads as that kind, and generates."""
+    configurations = loaded_configurations(context, params)
+    baseline = "fp16" if context.on_cuda else "fp32"
+    wanted = baseline if params.expect == "baseline" else params.expect
+    label = LABELS[params.expect]
+    matches = [c for c in configurations if c.loaded_as() == wanted]
+    for configuration in matches:
+        if configuration.error is None:
+            return Verdict.passed(
+                f"'{configuration.name}' loads as a {label} model ({wanted}) and generates text: {configuration.generated!r}.",
+                data={"configuration": configuration.index},
+            )
+    if matches:
+        configuration = matches[0]
+        return Verdict.failed(
+            f"'{configuration.name}' loads as {label} but {configuration.error}.",
+            expected=f"a {label} model that generates text",
+            found=configuration.error,
+        )
+    named = [c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.expect])]
+    found = ", ".join(c.describe() for c in configurations)
+    for configuration in named:
+        if configuration.error is not None and configuration.model is None:
+            return Verdict.failed(
+                f"The configuration '{configuration.name}' fails to load: {configuration.error}.",
+                expected=f"a {label} configuration that loads",
+                found=configuration.error,
+            )
+        loaded_as = configuration.loaded_as()
+        if params.expect == "baseline":
+            advice = "the baseline is FP16 on a GPU and FP32 on the CPU: load it with dtype=torch.float16 on CUDA, torch.float32 on CPU"
+        else:
+            advice = CONFIG_FIXES[params.expect]
+        return Verdict.failed(
+            f"The configuration '{configuration.name}' loads as {loaded_as}, not {wanted}: {advice}.",
+            expected=f"a {label} model ({wanted})",
+            found=f"{loaded_as}",
+        )
+    return Verdict.failed(
+        f"No configuration in `{params.variable}` loads as a {label} model ({wanted}); it holds: {found}.",
+        expected=f"a {label} configuration",
+        found=found or "no configurations",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# df_results
+# --------------------------------------------------------------------------------------
+
+
+class ResultsTableParams(Params):
+    """Where the results table and its inputs are, and which columns it must have."""
+
+    variable: str = Field("df_results", description="The notebook variable holding the results table.")
+    configurations: str = Field("configurations", description="The notebook variable holding the configurations.")
+    prompts: str = Field("PROMPTS", description="The notebook variable holding the prompts.")
+    model: str = Field("gpt2", description="Hub ID the configurations are loaded with.")
+    name_column: str = Field("Float Precision", description="Column naming the configuration.")
+    memory_column: str = Field("Memory (MB)", description="Column with the memory footprint.")
+    latency_column: str = Field("Avg Latency (s)", description="Column with the average latency.")
+
+
+def _results_frame(context: CheckContext, params: ResultsTableParams) -> Frame:
+    outcome = context.require_harness().describe(params.variable, timeout_s=context.timeout_s)
+    frame = context.returned(outcome, f"`{params.variable}`")
+    expect_type(frame, Frame, f"`{params.variable}`", "a pandas DataFrame")
+    missing = [c for c in (params.name_column, params.memory_column, params.latency_column) if c not in frame.columns]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"`{params.variable}` lacks the column{'s' if len(missing) > 1 else ''} {', '.join(repr(c) for c in missing)}.",
+                expected=f"columns {params.name_column!r}, {params.memory_column!r}, {params.latency_column!r} and one per prompt",
+                found=f"columns {list(frame.columns)}",
+            )
+        )
+    return frame
+
+
+def _row_classes(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[str | None]:
+    """What each row's configuration loads as, matched by name (None if unknown)."""
+    configuration_params = ConfigurationParams(expect="baseline", variable=params.configurations, model=params.model)
+    try:
+        configurations = loaded_configurations(context, configuration_params)
+    except StopCheck:
+        return [None] * len(frame.rows)
+    by_name = {c.name: c.loaded_as() for c in configurations}
+    return [by_name.get(name) if isinstance(name, str) else None for name in frame.column(params.name_column)]
+
+
+@check_kind("results_table", ResultsTableParams)
+def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
+    """One row per configuration with the required columns, no failed rows, memory shrinking with precision."""
+    frame = _results_frame(context, params)
+    configurations = context.returned(
+        context.require_harness().describe(params.configurations, timeout_s=context.timeout_s), f"`{params.configurations}`"
+    )
+    prompts = context.returned(
+        context.require_harness().describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`"
+    )
+    count = len(configurations) if isinstance(configurations, list) else None
+    if count is not None and frame.length != count:
+        return Verdict.failed(
+            f"`{params.variable}` has {frame.length} row{'s' if frame.length != 1 else ''} but `{params.configurations}` has {count} configurations: one row per configuration.",
+            expected=f"{count} rows",
+            found=f"{frame.length} rows",
+        )
+    failed_rows = [
+        f"{row[frame.columns.index(params.name_column)]!s}: {row[frame.columns.index(params.memory_column)]!r}"
+        for row in frame.rows
+        if not is_number(row[frame.columns.index(params.memory_column)])
+        or not is_number(row[frame.columns.index(params.latency_column)])
+    ]
+    if failed_rows:
+        return Verdict.failed(
+            f"Some rows of `{params.variable}` have no numeric memory or latency (the configuration failed in your loop): {'; '.join(failed_rows)}.",
+            expected="numbers in every row",
+            found="; ".join(failed_rows),
+        )
+    text_columns = [
+        column
+        for column in frame.columns
+        if column not in (params.name_column, params.memory_column, params.latency_column)
+        and all(isinstance(value, str) for value in frame.column(column))
+    ]
+    wanted_outputs = len(prompts) if isinstance(prompts, list) else 1
+    if len(text_columns) < wanted_outputs:
+        return Verdict.failed(
+            f"`{params.variable}` should hold one column of generated text per prompt ({wanted_outputs}), but it has {len(text_columns)}.",
+            expected=f"{wanted_outputs} text columns (e.g. 'Prompt 1 Output')",
+            found=f"columns {list(frame.columns)}",
+        )
+    memory = {}
+    for loaded_as, value in zip(_row_classes(context, params, frame), frame.column(params.memory_column), strict=True):
+        if loaded_as is not None:
+            memory[loaded_as] = float(value)
+    baseline = memory.get("fp16" if context.on_cuda else "fp32")
+    int8 = memory.get("int8")
+    four_bit = [memory[k] for k in ("nf4", "fp4") if k in memory]
+    if baseline is None or int8 is None or not four_bit:
+        return Verdict.failed(
+            f"`{params.variable}` should have rows for the baseline, INT8 and 4-bit configurations; the rows it has load as: {', '.join(sorted(memory)) or 'unknown'}.",
+            expected="baseline, INT8, NF4 and FP4 rows",
+            found=", ".join(sorted(memory)) or "no recognisable rows",
+        )
+    if not baseline > int8 > max(four_bit):
+        return Verdict.failed(
+            f"Memory should shrink with precision (baseline > INT8 > 4-bit), but the table reads baseline {_fmt(baseline, 'MB')}, INT8 {_fmt(int8, 'MB')}, 4-bit {', '.join(_fmt(v, 'MB') for v in four_bit)}.",
+            expected="baseline > INT8 > 4-bit",
+            found=f"{_fmt(baseline)} / {_fmt(int8)} / {', '.join(_fmt(v) for v in four_bit)} MB",
+        )
+    return Verdict.passed(
+        f"`{params.variable}` has one row per configuration, every column, and memory shrinks from {_fmt(baseline, 'MB')} (baseline) to {_fmt(int8, 'MB')} (INT8) and {_fmt(min(four_bit), 'MB')} (4-bit)."
+    )
+
+
+class ResultsLatencyParams(ResultsTableParams):
+    """How the table's latencies are compared with the generate calls the notebook made."""
+
+    runs: str = Field("NUM_TIMING_RUNS", description="The notebook variable with the number of timing runs.")
+    lower_rel: float = Field(0.1, ge=0, lt=1, description="Allowance below the fastest instrumented call.")
+    upper_rel: float = Field(0.25, ge=0, description="Allowance above the slowest instrumented call.")
+    abs_s: float = Field(0.015, ge=0, description="Absolute allowance either side.")
+
+
+@check_kind("results_latency", ResultsLatencyParams)
+def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verdict:
+    """Each row's average latency is the mean of NUM_TIMING_RUNS real generate calls on the first prompt."""
+    frame = _results_frame(context, params)
+    harness = context.require_harness()
+    prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
+    runs = context.returned(harness.describe(params.runs, timeout_s=context.timeout_s), f"`{params.runs}`")
+    expect_type(prompts, list, f"`{params.prompts}`", "a list of prompts")
+    expect_type(runs, int, f"`{params.runs}`", "an int")
+    notebook = harness.notebook_events()
+    if not notebook.ok:
+        return failed_call(notebook, "the notebook's generate record")
+    first_prompt_ids = list(context.models.tokenizer(params.model)(prompts[0])["input_ids"])
+    calls_by_model: dict[int, list[dict[str, Any]]] = {}
+    models_by_kind: dict[str | None, list[int]] = {}
+    for event in notebook.generate_events():
+        ids = list(event.get("input_ids") or [])
+        if ids != first_prompt_ids:
+            continue
+        serial = int(event["model_serial"])
+        if serial not in calls_by_model:
+            models_by_kind.setdefault(event.get("model_quantization"), []).append(serial)
+        calls_by_model.setdefault(serial, []).append(event)
+    rows = list(
+        zip(
+            frame.column(params.name_column),
+            _row_classes(context, params, frame),
+            frame.column(params.latency_column),
+            strict=True,
+        )
+    )
+    rows_by_kind: dict[str | None, list[int]] = {}
+    for position, (_, loaded_as, _) in enumerate(rows):
+        rows_by_kind.setdefault(loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit") else None, []).append(position)
+    # The k-th row of a kind goes with the k-th of the last models of that kind the notebook ran
+    # (models loaded before the experiment loop, for a quick test, come first and are skipped).
+    serial_of_row: dict[int, int] = {}
+    for kind, positions in rows_by_kind.items():
+        serials = models_by_kind.get(kind, [])[-len(positions) :]
+        for position, serial in zip(positions[len(positions) - len(serials) :], serials, strict=True):
+            serial_of_row[position] = serial
+    problems = []
+    checked = 0
+    for position, (name, _, latency) in enumerate(rows):
+        if position not in serial_of_row:
+            problems.append(f"no generate call on the first prompt was recorded for '{name}'")
+            continue
+        durations = [float(event["duration_s"]) for event in calls_by_model[serial_of_row[position]]]
+        if len(durations) < runs:
+            problems.append(
+                f"'{name}' timed the first prompt {len(durations)} time{'s' if len(durations) != 1 else ''}, not {runs} ({params.runs})"
+            )
+            continue
+        if not is_number(latency):
+            problems.append(f"'{name}' has no numeric latency")
+            continue
+        low = min(durations) * (1 - params.lower_rel) - params.abs_s
+        high = max(durations) * (1 + params.upper_rel) + params.abs_s
+        if not low <= float(latency) <= high:
+            mean = statistics.mean(durations)
+            if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
+                why = "it is the sum of the runs, not their average"
+            elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
+                why = "it is in milliseconds, not seconds"
+            else:
+                why = f"the {len(durations)} generate calls on the first prompt took {_fmt(min(durations), 's')} to {_fmt(max(durations), 's')}"
+            problems.append(f"'{name}' reports {_fmt(float(latency), 's')}, but {why}")
+        checked += 1
+    if problems:
+        return Verdict.failed(
+            "The table's latencies do not match the generate calls your experiment loop made: " + "; ".join(problems) + ".",
+            expected=f"for each configuration, the average of {runs} timed generate calls on the first prompt",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(
+        f"Every row's average latency matches the {runs} generate calls your loop timed on the first prompt ({checked} configurations)."
+    )
