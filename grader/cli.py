@@ -1,0 +1,193 @@
+"""The ``grade`` command line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from grader import __version__
+from grader.errors import GraderError, UsageError
+
+if TYPE_CHECKING:
+    from grader.results import SubmissionResult
+
+SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A notebook to grade and the id its results are filed under."""
+
+    submission_id: str
+    path: Path
+
+
+def find_submissions(paths: Sequence[Path]) -> list[Found]:
+    """Notebooks under the given files and folders, with ids from their paths (unique)."""
+    found: list[Found] = []
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"{path} does not exist")
+        if path.is_dir():
+            notebooks = sorted(
+                candidate
+                for candidate in path.rglob("*.ipynb")
+                if not SKIPPED_FOLDERS.intersection(candidate.relative_to(path).parts) and candidate.is_file()
+            )
+            if not notebooks:
+                raise UsageError(f"{path} holds no .ipynb notebooks")
+            found += [Found(notebook.relative_to(path).with_suffix("").as_posix(), notebook) for notebook in notebooks]
+        else:
+            found.append(Found(path.stem, path))
+    seen: dict[str, int] = {}
+    unique = []
+    for item in found:
+        count = seen.get(item.submission_id, 0) + 1
+        seen[item.submission_id] = count
+        unique.append(item if count == 1 else Found(f"{item.submission_id}-{count}", item.path))
+    return unique
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-a", "--assignment", metavar="NAME", help="Grade every notebook as this assignment (default: recognise each one).")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("graded"),
+    show_default=True,
+    help="Folder for results, feedback and the class summary.",
+)
+@click.option(
+    "--course",
+    "course_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Course folder holding rubrics/ and reference/ (default: this checkout).",
+)
+@click.option(
+    "--real-models",
+    is_flag=True,
+    help="Grade with the real Hugging Face hub models instead of the built-in tiny ones (needs them downloaded or the network).",
+)
+@click.option("--seed", type=int, help="Seed for hidden inputs (default: a new random seed per run, recorded in each result).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
+)
+@click.option("--keep-workdirs", is_flag=True, help="Keep each notebook's temporary working folder (for debugging).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the summary table.")
+@click.version_option(__version__, prog_name="grade")
+def main(
+    paths: tuple[Path, ...],
+    assignment: str | None,
+    out_dir: Path,
+    course_dir: Path | None,
+    real_models: bool,
+    seed: int | None,
+    cache_dir: Path | None,
+    keep_workdirs: bool,
+    quiet: bool,
+) -> None:
+    """Grade notebooks: a notebook, or folders of them (LMS exports included).
+
+    Writes, per submission, OUT/<id>/results.json (Gradescope format), feedback.html (what the
+    student sees) and feedback-instructor.html; for the class, OUT/summary.html and
+    OUT/grades.csv.
+    """
+    console = Console(stderr=True, quiet=quiet)
+    try:
+        results = _grade(paths, assignment, out_dir, course_dir, real_models, seed, cache_dir, keep_workdirs, console)
+    except GraderError as error:
+        Console(stderr=True).print(f"[bold red]error:[/] {error.show()}", highlight=False)
+        sys.exit(error.exit_code)
+    Console().print(_summary_table(results, out_dir))
+
+
+def _grade(
+    paths: Sequence[Path],
+    assignment: str | None,
+    out_dir: Path,
+    course_dir: Path | None,
+    real_models: bool,
+    seed: int | None,
+    cache_dir: Path | None,
+    keep_workdirs: bool,
+    console: Console,
+) -> list[SubmissionResult]:
+    # Imported here so that `grade --help` answers without loading torch.
+    from grader.checks import load_registry
+    from grader.course import Course, find_course_root
+    from grader.grading import Grader, GradingSettings
+    from grader.output import write_class_reports, write_submission
+    from grader.zoo import ModelZoo
+
+    course = Course(find_course_root(course_dir), load_registry())
+    if assignment is not None:
+        course.assignment(assignment)
+    else:
+        course.all()  # a broken rubric stops the run before anything is graded
+    submissions = find_submissions(paths)
+    zoo = None
+    if not real_models:
+        zoo = ModelZoo(cache_dir)
+        if not (zoo.root / "complete.json").exists():
+            console.print("Building the tiny model zoo (once per machine, about 10 s)…")
+        zoo.ensure_built()
+    grader = Grader(course, zoo, GradingSettings(real_models=real_models, seed=seed, keep_workdirs=keep_workdirs))
+    results = []
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("Grading", total=len(submissions))
+        for submission in submissions:
+            progress.update(task, description=f"Grading {submission.submission_id}")
+            result = grader.grade(submission.path, submission.submission_id, assignment)
+            write_submission(result, out_dir)
+            results.append(result)
+            write_class_reports(results, out_dir)
+            progress.advance(task)
+        progress.update(task, description="Graded")
+    return results
+
+
+def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
+    from grader.render import problems_summary
+
+    table = Table(title=f"Results in {out_dir}/ (summary.html, grades.csv)", title_justify="left")
+    table.add_column("Submission")
+    table.add_column("Assignment")
+    table.add_column("Score", justify="right")
+    table.add_column("By hand", justify="right")
+    table.add_column("Notes")
+    for result in results:
+        if result.error:
+            table.add_row(result.submission_id, result.assignment or "?", "–", "–", f"[red]not graded:[/] {result.error}")
+            continue
+        lost = [check.check_id for check in result.checks if check.automatic and check.score < check.points]
+        notes = "; ".join(
+            filter(None, [problems_summary(result.cell_problems), ("lost points: " + ", ".join(lost)) if lost else ""])
+        )
+        table.add_row(
+            result.submission_id,
+            result.assignment or "?",
+            f"{result.score:g} / {result.max_score:g}",
+            f"{result.manual_points:g} / {result.manual_max:g}" if result.manual_max else "–",
+            notes or "[green]full marks[/]",
+        )
+    return table

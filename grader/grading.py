@@ -1,0 +1,285 @@
+"""Grade one submission: execute it, call its functions, judge them under the rubric.
+
+Data flows one way: the notebook is read and recognised, run in a fresh kernel with the
+runtime installed first, then each rubric check runs (asking the kernel for values and
+comparing them with the reference in this process), and the verdicts become a
+:class:`~grader.results.SubmissionResult`. Every submission gets a result, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import secrets
+import shutil
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from grader import __version__
+from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
+from grader.course import Assignment, Course
+from grader.errors import GraderError
+from grader.execute import ExecutionRecord, KernelSession, prepare_workdir
+from grader.harness import Harness
+from grader.notebook import Identification, identify_assignment, read_notebook
+from grader.reference import ReferenceModels
+from grader.results import CheckResult, Figure, SubmissionResult
+from grader.rubric import CheckSpec
+from grader.zoo import ModelZoo
+
+MAX_FIGURES = 24
+MAX_FIGURE_BYTES = 3 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GradingSettings:
+    """How a run grades: which models, which seed for hidden inputs."""
+
+    real_models: bool = False
+    seed: int | None = None  # None: a fresh random seed per run (recorded in each result)
+    keep_workdirs: bool = False
+
+
+class Grader:
+    """Grades submissions of a course; one instance per run (reference models are shared)."""
+
+    def __init__(self, course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> None:
+        self.course = course
+        self.zoo = zoo
+        self.settings = settings
+        self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
+        self.models = ReferenceModels(zoo)
+        self._references: dict[str, ModuleType] = {}
+
+    # ---------------------------------------------------------------- identification
+
+    def identify(self, notebook: Any) -> Identification:
+        """The assignment a notebook belongs to (metadata first, then the names it defines)."""
+        candidates = [
+            (assignment.name, [*assignment.rubric.identify.functions, *assignment.rubric.identify.variables])
+            for assignment in self.course.all()
+        ]
+        return identify_assignment(notebook, candidates)
+
+    # ---------------------------------------------------------------- grading
+
+    def grade(self, path: Path, submission_id: str, assignment_name: str | None = None) -> SubmissionResult:
+        """Grade the notebook at ``path``; never raises for a bad submission."""
+        started = time.monotonic()
+        try:
+            return self._grade(path, submission_id, assignment_name, started)
+        except GraderError as error:
+            return SubmissionResult.without_results(
+                submission_id,
+                str(path),
+                error.show(),
+                assignment_name,
+                duration_s=time.monotonic() - started,
+                provenance=self._provenance(path, None),
+            )
+        except Exception as error:  # a grader bug must still give this submission a result
+            message = f"internal grader error ({type(error).__name__}: {error}); please report it with this notebook"
+            return SubmissionResult.without_results(
+                submission_id,
+                str(path),
+                message,
+                assignment_name,
+                duration_s=time.monotonic() - started,
+                notes=(traceback.format_exc(),),
+                provenance=self._provenance(path, None),
+            )
+
+    def _grade(self, path: Path, submission_id: str, assignment_name: str | None, started: float) -> SubmissionResult:
+        notebook = read_notebook(path)
+        notes = []
+        if assignment_name is None:
+            identification = self.identify(notebook)
+            assignment_name = identification.assignment
+            notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
+        assignment = self.course.assignment(assignment_name)
+        reference = self._reference(assignment)
+        if self.zoo is not None:
+            self.zoo.verify(assignment.rubric.models)
+        limits = assignment.rubric.limits
+        workdir = prepare_workdir(path, assignment.given_files())
+        execution: ExecutionRecord | None = None
+        try:
+            with KernelSession(workdir, self._kernel_env(), startup_timeout=limits.startup_timeout_s) as session:
+                harness = Harness(session, call_timeout_s=limits.call_timeout_s)
+                installed = harness.install()
+                kernel_problem = None
+                if not installed.ok:
+                    kernel_problem = (
+                        f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
+                    )
+                execution = session.run_notebook(notebook, limits.cell_timeout_s, limits.notebook_timeout_s)
+                if not session.alive:
+                    kernel_problem = f"The checks could not call your code: {session.dead_reason or 'the kernel stopped'}."
+                checks = self._run_checks(
+                    assignment,
+                    notebook,
+                    execution,
+                    harness if kernel_problem is None else None,
+                    reference,
+                    harness.environment,
+                    submission_id,
+                    kernel_problem,
+                )
+                environment = dict(harness.environment)
+        finally:
+            if not self.settings.keep_workdirs:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return SubmissionResult(
+            submission_id=submission_id,
+            source=str(path),
+            assignment=assignment.name,
+            title=assignment.rubric.title,
+            checks=tuple(checks),
+            cell_problems=execution.problems if execution is not None else (),
+            figures=tuple(_figures(notebook)),
+            notes=tuple(notes),
+            duration_s=time.monotonic() - started,
+            environment=environment,
+            provenance=self._provenance(path, assignment),
+        )
+
+    def _run_checks(
+        self,
+        assignment: Assignment,
+        notebook: Any,
+        execution: ExecutionRecord | None,
+        harness: Harness | None,
+        reference: ModuleType,
+        environment: Mapping[str, Any],
+        submission_id: str,
+        kernel_problem: str | None,
+    ) -> list[CheckResult]:
+        memo: dict[str, Any] = {}
+        results = []
+        for check in assignment.rubric.checks:
+            kind = self.course.kinds[check.kind]
+            context = CheckContext(
+                rubric=assignment.rubric,
+                check=check,
+                notebook=notebook,
+                execution=execution,
+                harness=harness,
+                reference=reference,
+                models=self.models,
+                environment=environment,
+                rng=random.Random(f"{self.seed}:{submission_id}:{check.id}"),
+                memo=memo,
+                kernel_problem=kernel_problem,
+            )
+            started = time.monotonic()
+            verdict = self._verdict(kind, context, assignment.params[check.id], environment)
+            results.append(_check_result(check, kind, verdict, time.monotonic() - started))
+        if harness is not None:
+            harness.release()
+        return results
+
+    def _verdict(self, kind: CheckKind, context: CheckContext, params: Any, environment: Mapping[str, Any]) -> Verdict:
+        check = context.check
+        on_cuda = bool(environment.get("cuda_available"))
+        if check.device == "cuda" and not on_cuda:
+            return Verdict.skipped(
+                f"This check needs a CUDA GPU, and the grading machine has none: its {check.points:g} points are not graded here."
+            )
+        if check.device == "cpu" and on_cuda:
+            return Verdict.skipped(
+                f"This check grades CPU-only behaviour and the grading machine has a GPU: its {check.points:g} points are not graded here."
+            )
+        if kind.needs_kernel and context.harness is None:
+            return Verdict.error(
+                context.kernel_problem or "The notebook's kernel is not running, so this check could not call your code."
+            )
+        try:
+            return kind.run(context, params)
+        except StopCheck as stop:
+            return stop.verdict
+        except Exception as error:  # a bug in a check must not cost the other checks their results
+            return Verdict.error(
+                f"The grader itself failed in this check ({type(error).__name__}: {error}); your instructor has been told.",
+                details=(traceback.format_exc(),),
+                data={"grader_error": True},
+            )
+
+    # ---------------------------------------------------------------- helpers
+
+    def _reference(self, assignment: Assignment) -> ModuleType:
+        if assignment.name not in self._references:
+            self._references[assignment.name] = assignment.load_reference()
+        return self._references[assignment.name]
+
+    def _kernel_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.zoo is not None:
+            env.update(self.zoo.kernel_env())
+        env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _provenance(self, path: Path, assignment: Assignment | None) -> dict[str, Any]:
+        provenance: dict[str, Any] = {
+            "grader_version": __version__,
+            "seed": self.seed,
+            "models": "real" if self.zoo is None else "tiny-zoo",
+        }
+        with contextlib.suppress(OSError):
+            provenance["notebook_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if assignment is not None:
+            provenance["rubric_sha256"] = hashlib.sha256(assignment.rubric_path.read_bytes()).hexdigest()
+        if self.zoo is not None:
+            provenance["zoo"] = self.zoo.key
+        return provenance
+
+
+def _check_result(check: CheckSpec, kind: CheckKind, verdict: Verdict, duration_s: float) -> CheckResult:
+    if verdict.outcome in ("passed", "failed"):
+        fraction = verdict.fraction if verdict.fraction is not None else (1.0 if verdict.outcome == "passed" else 0.0)
+    else:
+        fraction = 0.0
+    return CheckResult(
+        check_id=check.id,
+        name=check.name,
+        target=check.target,
+        kind=check.kind,
+        visibility=check.visibility,
+        device=check.device,
+        points=check.points,
+        score=round(check.points * max(0.0, min(1.0, fraction)), 4),
+        outcome=verdict.outcome,
+        message=verdict.message,
+        graded_by=kind.graded_by,
+        expected=verdict.expected,
+        found=verdict.found,
+        details=verdict.details,
+        hint=check.hint,
+        docs=tuple(check.docs),
+        answer=verdict.answer,
+        data=dict(verdict.data),
+        duration_s=duration_s,
+    )
+
+
+def _figures(notebook: Any) -> list[Figure]:
+    """The images the executed notebook displayed (PNG and SVG), in order, within limits."""
+    figures: list[Figure] = []
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {})
+            for mime in ("image/png", "image/svg+xml"):
+                if mime in data and len(figures) < MAX_FIGURES:
+                    payload = data[mime]
+                    text = "".join(payload) if isinstance(payload, list) else str(payload)
+                    if len(text) <= MAX_FIGURE_BYTES:
+                        figures.append(Figure(index, mime, text.replace("\n", "") if mime == "image/png" else text))
+                    break
+    return figures

@@ -1,0 +1,24 @@
+"""Store results: each submission's files as soon as it is graded, and the class reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from grader.render import FEEDBACK_FILES, render_feedback, render_summary
+from grader.results import SubmissionResult, grades_csv, write_atomically, write_results_json
+
+
+def write_submission(result: SubmissionResult, out_dir: Path) -> Path:
+    """Write results.json and both feedback pages under OUT/<submission id>/; return that folder."""
+    folder = out_dir / result.submission_id
+    write_results_json(result, folder / "results.json")
+    for view, name in FEEDBACK_FILES.items():
+        write_atomically(folder / name, render_feedback(result, view))  # type: ignore[arg-type]
+    return folder
+
+
+def write_class_reports(results: Sequence[SubmissionResult], out_dir: Path) -> None:
+    """Write summary.html and grades.csv for every result so far."""
+    write_atomically(out_dir / "summary.html", render_summary(results))
+    write_atomically(out_dir / "grades.csv", grades_csv(results))
