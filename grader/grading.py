@@ -190,11 +190,11 @@ class Grader:
         on_cuda = bool(environment.get("cuda_available"))
         if check.device == "cuda" and not on_cuda:
             return Verdict.skipped(
-                f"This check needs a CUDA GPU, and the grading machine has none: its {check.points:g} points are not graded here."
+                f"This check needs a CUDA GPU, and the grading machine has none: its {_points(check.points)} are not graded here."
             )
         if check.device == "cpu" and on_cuda:
             return Verdict.skipped(
-                f"This check grades CPU-only behaviour and the grading machine has a GPU: its {check.points:g} points are not graded here."
+                f"This check grades CPU-only behaviour and the grading machine has a GPU: its {_points(check.points)} are not graded here."
             )
         if kind.needs_kernel and context.harness is None:
             return Verdict.error(
@@ -239,6 +239,10 @@ class Grader:
         if self.zoo is not None:
             provenance["zoo"] = self.zoo.key
         return provenance
+
+
+def _points(points: float) -> str:
+    return f"{points:g} point{'' if points == 1 else 's'}"
 
 
 def _check_result(check: CheckSpec, kind: CheckKind, verdict: Verdict, duration_s: float) -> CheckResult:

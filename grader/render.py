@@ -27,6 +27,10 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
+def _pts(value: float) -> str:
+    return f"{value:g} pt{'' if value == 1 else 's'}"
+
+
 def _data_uri(figure: Figure) -> str:
     """A data URI for an image; SVG is base64-encoded so it can only ever be an image."""
     if figure.mime == "image/svg+xml":
@@ -62,6 +66,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     environment.filters["points"] = _points
+    environment.filters["pts"] = _pts
     environment.filters["data_uri"] = _data_uri
     environment.filters["problems_summary"] = problems_summary
     environment.filters["feedback_link"] = feedback_link

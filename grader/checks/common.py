@@ -14,6 +14,7 @@ from grader.notebook import markdown_section
 QUESTION_TITLE = re.compile(
     r"^\s*\d+[.)]\s+\*\*(?P<numbered>[^*]+)\*\*|^\s*\*\*(?P<bold>[^*]+)\*\*:?\s*$|^\s*#{1,6}\s+(?P<heading>.+)$"
 )
+LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 MARKUP = re.compile(r"[*_`>#]|^\s*[-+]\s+|^\s*\d+[.)]\s+", re.MULTILINE)
 
 
@@ -95,5 +96,5 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
         )
     return Verdict.manual(
         f"Your answer to '{params.question}' ({len(words)} words) goes to your instructor, who grades it by hand.",
-        answer=text,
+        answer=LIST_MARKER.sub("", text),
     )

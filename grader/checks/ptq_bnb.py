@@ -366,6 +366,15 @@ CONFIG_FIXES = {
     "fp4": "load it with quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='fp4')",
 }
 LABELS = {"baseline": "baseline", "int8": "INT8", "nf4": "NF4", "fp4": "FP4"}
+LOADED_AS = {
+    "fp32": "a float32 model",
+    "fp16": "a float16 model",
+    "bf16": "a bfloat16 model",
+    "int8": "an 8-bit bitsandbytes model",
+    "nf4": "a 4-bit NF4 bitsandbytes model",
+    "fp4": "a 4-bit FP4 bitsandbytes model",
+    "4bit": "a 4-bit bitsandbytes model",
+}
 NAME_HINTS = {
     "int8": ("int8", "8bit", "8-bit", "8 bit"),
     "nf4": ("nf4",),
@@ -498,13 +507,13 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
     for configuration in matches:
         if configuration.error is None:
             return Verdict.passed(
-                f"'{configuration.name}' loads as a {label} model ({wanted}) and generates text: {configuration.generated!r}.",
+                f"'{configuration.name}' really loads as {LOADED_AS[wanted]} and generates text ({configuration.generated!r}).",
                 data={"configuration": configuration.index},
             )
     if matches:
         configuration = matches[0]
         return Verdict.failed(
-            f"'{configuration.name}' loads as {label} but {configuration.error}.",
+            f"'{configuration.name}' loads as {LOADED_AS[wanted]} but {configuration.error}.",
             expected=f"a {label} model that generates text",
             found=configuration.error,
         )
@@ -523,12 +532,12 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
         else:
             advice = CONFIG_FIXES[params.expect]
         return Verdict.failed(
-            f"The configuration '{configuration.name}' loads as {loaded_as}, not {wanted}: {advice}.",
-            expected=f"a {label} model ({wanted})",
-            found=f"{loaded_as}",
+            f"The configuration '{configuration.name}' loads as {LOADED_AS.get(loaded_as or '', loaded_as)}, not {LOADED_AS[wanted]}: {advice}.",
+            expected=LOADED_AS[wanted],
+            found=LOADED_AS.get(loaded_as or "", str(loaded_as)),
         )
     return Verdict.failed(
-        f"No configuration in `{params.variable}` loads as a {label} model ({wanted}); it holds: {found}.",
+        f"No configuration in `{params.variable}` loads as {LOADED_AS[wanted]} ({label}); it holds: {found}.",
         expected=f"a {label} configuration",
         found=found or "no configurations",
     )

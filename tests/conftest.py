@@ -1,0 +1,93 @@
+"""Shared fixtures: the course, the tiny model zoo, a grader, and mistake notebooks.
+
+Every test that grades executes real notebooks in real kernels on the tiny model; nothing
+here mocks nbclient, the kernel or the model.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from grader.authoring import Cells, load_notebook_sources, make_notebook, with_edits, write_notebook
+from grader.checks import load_registry
+from grader.course import Course
+from grader.grading import Grader, GradingSettings
+from grader.results import CheckResult, SubmissionResult
+from grader.zoo import ModelZoo
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 20261123
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    """The repository, which is also the course folder."""
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def zoo() -> ModelZoo:
+    """The tiny model zoo, built once per machine (in $GRADER_CACHE_DIR or ~/.cache)."""
+    built = ModelZoo()
+    built.ensure_built()
+    return built
+
+
+@pytest.fixture(scope="session")
+def course() -> Course:
+    """The course in this repository."""
+    return Course(ROOT, load_registry())
+
+
+@pytest.fixture(scope="session")
+def grader(course: Course, zoo: ModelZoo) -> Grader:
+    """A grader with a fixed hidden-input seed."""
+    return Grader(course, zoo, GradingSettings(seed=SEED))
+
+
+@pytest.fixture(scope="session")
+def ptq_sources():
+    """The ptq-bnb notebook sources (starter, solution, sample edits)."""
+    return load_notebook_sources(ROOT / "reference" / "ptq-bnb")
+
+
+@pytest.fixture
+def notebook_from(tmp_path: Path) -> Callable[..., Path]:
+    """Write a ptq-bnb notebook from cells (optionally edited) and return its path."""
+
+    def write(name: str, cells: Cells, edits: list[tuple[str, str]] | None = None, assignment: str | None = "ptq-bnb") -> Path:
+        path = tmp_path / f"{name}.ipynb"
+        write_notebook(path, make_notebook(assignment, with_edits(cells, edits or [])))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def fast_course(tmp_path: Path) -> Path:
+    """A copy of the course whose ptq-bnb rubric has short time limits (for hangs and loops)."""
+    copy = tmp_path / "course"
+    shutil.copytree(ROOT / "reference", copy / "reference")
+    shutil.copytree(ROOT / "rubrics", copy / "rubrics")
+    rubric = copy / "rubrics" / "ptq-bnb.yaml"
+    text = rubric.read_text()
+    text = text.replace("cell_timeout_s: 180", "cell_timeout_s: 4").replace("call_timeout_s: 60", "call_timeout_s: 20")
+    rubric.write_text(text)
+    return copy
+
+
+def check(result: SubmissionResult, check_id: str) -> CheckResult:
+    """One check's result, by id."""
+    for item in result.checks:
+        if item.check_id == check_id:
+            return item
+    raise KeyError(f"{check_id} not in {[c.check_id for c in result.checks]}")
+
+
+def lost(result: SubmissionResult) -> set[str]:
+    """Ids of automatic checks that did not award all their points."""
+    return {c.check_id for c in result.checks if c.automatic and c.score < c.points}

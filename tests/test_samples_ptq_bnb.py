@@ -1,0 +1,179 @@
+"""The instructor's story: `grade submissions/ptq-bnb` grades every sample as it should.
+
+One real `grade` run (a subprocess, real kernels, tiny model) serves every test here: the
+solution gets full marks on every automatic check, the starter near zero, and each sample
+mistake loses exactly the points of its mistake, with feedback that names it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from tests.conftest import SEED
+
+# sample -> (checks that lose points, words the failing message must contain)
+MISTAKES: dict[str, tuple[set[str], str]] = {
+    "mistake-memory-bytes": ({"memory-fp32", "memory-int8", "memory-nf4"}, "returns bytes"),
+    "mistake-memory-no-buffers": ({"memory-fp32", "memory-int8", "memory-nf4"}, "leaves out the model's buffers"),
+    "mistake-return-order": ({"generate-output", "generate-latency"}, "returns (latency, text)"),
+    "mistake-decodes-prompt": ({"generate-output"}, "returns the prompt itself"),
+    "mistake-nf4-quant-type": ({"config-nf4"}, "FP4"),
+    "mistake-latency-sum": ({"results-latency"}, "sum of the runs"),
+}
+
+
+class GradescopeTest(BaseModel):
+    """One test of Gradescope's results.json, as this grader writes it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str
+    score: float
+    max_score: float
+    status: Literal["passed", "failed"]
+    output: str
+    tags: list[str]
+    visibility: Literal["visible", "hidden", "after_due_date", "after_published"]
+    extra_data: dict[str, Any]
+
+
+class GradescopeResults(BaseModel):
+    """Gradescope's results.json, top level."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    score: float
+    max_score: float
+    execution_time: float
+    output: str
+    visibility: str
+    stdout_visibility: str
+    tests: list[GradescopeTest]
+    extra_data: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
+    """Run the real `grade` command on the ptq-bnb samples once for this module."""
+    out = tmp_path_factory.mktemp("graded")
+    completed = subprocess.run(
+        [sys.executable, "-m", "grader", str(root / "submissions" / "ptq-bnb"), "--out", str(out), "--seed", str(SEED)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=root,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return out
+
+
+def results(out: Path, sample: str) -> GradescopeResults:
+    """A sample's results.json, validated against the schema."""
+    return GradescopeResults.model_validate(json.loads((out / sample / "results.json").read_text()))
+
+
+def by_id(graded: GradescopeResults) -> dict[str, GradescopeTest]:
+    return {test.extra_data["check_id"]: test for test in graded.tests}
+
+
+def losing(graded: GradescopeResults) -> set[str]:
+    return {check_id for check_id, test in by_id(graded).items() if test.score < test.max_score}
+
+
+def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> None:
+    samples = sorted(path.stem for path in (root / "submissions" / "ptq-bnb").glob("*.ipynb"))
+    assert len(samples) >= 7
+    for sample in samples:
+        result = results(graded, sample)
+        assert result.extra_data["assignment"] == "ptq-bnb"
+        assert result.extra_data["error"] is None
+        for test in result.tests:
+            assert test.tags[0] in {
+                "get_model_memory_footprint",
+                "generate_text_and_time",
+                "configurations",
+                "df_results",
+                "analysis",
+            }
+            assert test.extra_data["outcome"] in {"passed", "failed", "error", "skipped", "manual"}
+
+
+def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None:
+    solution = results(graded, "solution")
+    assert solution.score == solution.max_score == 25
+    outcomes = {check_id: test.extra_data["outcome"] for check_id, test in by_id(solution).items()}
+    assert outcomes.pop("generate-cuda-sync") == "skipped"  # no GPU on these machines
+    assert {outcomes.pop(f"analysis-{part}") for part in ("memory", "latency", "quality", "tradeoffs")} == {"manual"}
+    assert set(outcomes.values()) == {"passed"}
+    assert solution.extra_data["manual_points_pending"] == 8
+
+
+def test_starter_scores_zero_and_says_why(graded: Path) -> None:
+    starter = results(graded, "starter")
+    assert starter.score == 0
+    tests = by_id(starter)
+    assert "TypeError" in tests["memory-fp32"].output
+    assert "never called model.generate" in tests["generate-output"].output
+    assert "`configurations` is empty" in tests["config-int8"].output
+    assert tests["analysis-memory"].extra_data["outcome"] == "failed"
+
+
+@pytest.mark.parametrize("sample", sorted(MISTAKES))
+def test_each_mistake_loses_exactly_its_points_and_is_named(graded: Path, sample: str) -> None:
+    expected_losses, words = MISTAKES[sample]
+    result = results(graded, sample)
+    assert losing(result) == expected_losses
+    for check_id in expected_losses:
+        test = by_id(result)[check_id]
+        assert test.status == "failed"
+        assert words in test.output, test.output
+    assert result.score == 25 - sum(by_id(result)[c].max_score for c in expected_losses)
+
+
+def test_unwritten_analysis_fails_automatically(graded: Path) -> None:
+    result = results(graded, "mistake-analysis-todo")
+    assert result.score == 25
+    for part in ("memory", "latency", "quality", "tradeoffs"):
+        test = by_id(result)[f"analysis-{part}"]
+        assert test.extra_data["outcome"] == "failed"
+        assert "still reads TODO" in test.output
+    assert result.extra_data["manual_points_pending"] == 0
+
+
+def test_hidden_checks_are_after_published_and_out_of_the_student_page(graded: Path) -> None:
+    result = results(graded, "mistake-memory-no-buffers")
+    hidden = [test for test in result.tests if test.visibility == "after_published"]
+    assert {test.extra_data["check_id"] for test in hidden} == {"memory-int8", "memory-nf4", "generate-latency", "results-latency"}
+    student = (graded / "mistake-memory-no-buffers" / "feedback.html").read_text()
+    instructor = (graded / "mistake-memory-no-buffers" / "feedback-instructor.html").read_text()
+    for test in hidden:
+        assert test.name not in student
+        assert test.name in instructor
+    assert "4 more checks" in student
+
+
+def test_feedback_explains_the_lost_points_with_hint_and_link(graded: Path) -> None:
+    page = (graded / "mistake-memory-no-buffers" / "feedback.html").read_text()
+    assert "leaves out the model&#39;s buffers" in page
+    assert "Expected" in page and "4.194 MB" in page
+    assert "https://discuss.pytorch.org/t/finding-model-size/130275" in page
+    assert "Hint:" in page
+
+
+def test_class_summary_lists_everyone_and_the_answers_to_grade(graded: Path, root: Path) -> None:
+    page = (graded / "summary.html").read_text()
+    for notebook in (root / "submissions" / "ptq-bnb").glob("*.ipynb"):
+        assert f'href="{notebook.stem}/feedback-instructor.html"' in page
+    assert "Written answers to grade by hand" in page
+    assert "Only the linear (Conv1D) weights" in page  # the solution's written answer
+    with (graded / "grades.csv").open() as stream:
+        rows = {row["submission"]: row for row in csv.DictReader(stream)}
+    assert rows["solution"]["score"] == "25" and rows["solution"]["status"] == "needs-manual-grading"
+    assert rows["starter"]["score"] == "0"
+    assert rows["mistake-nf4-quant-type"]["config-nf4"] == "0"
