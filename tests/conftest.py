@@ -6,7 +6,6 @@ here mocks nbclient, the kernel or the model.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,19 +64,6 @@ def notebook_from(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
-
-
-@pytest.fixture
-def fast_course(tmp_path: Path) -> Path:
-    """A copy of the course whose ptq-bnb rubric has short time limits (for hangs and loops)."""
-    copy = tmp_path / "course"
-    shutil.copytree(ROOT / "reference", copy / "reference")
-    shutil.copytree(ROOT / "rubrics", copy / "rubrics")
-    rubric = copy / "rubrics" / "ptq-bnb.yaml"
-    text = rubric.read_text()
-    text = text.replace("cell_timeout_s: 180", "cell_timeout_s: 4").replace("call_timeout_s: 60", "call_timeout_s: 20")
-    rubric.write_text(text)
-    return copy
 
 
 def check(result: SubmissionResult, check_id: str) -> CheckResult:

@@ -149,7 +149,12 @@ def test_unwritten_analysis_fails_automatically(graded: Path) -> None:
 def test_hidden_checks_are_after_published_and_out_of_the_student_page(graded: Path) -> None:
     result = results(graded, "mistake-memory-no-buffers")
     hidden = [test for test in result.tests if test.visibility == "after_published"]
-    assert {test.extra_data["check_id"] for test in hidden} == {"memory-int8", "memory-nf4", "generate-latency", "results-latency"}
+    assert {test.extra_data["check_id"] for test in hidden} == {
+        "memory-int8",
+        "memory-nf4",
+        "generate-latency",
+        "results-latency",
+    }
     student = (graded / "mistake-memory-no-buffers" / "feedback.html").read_text()
     instructor = (graded / "mistake-memory-no-buffers" / "feedback-instructor.html").read_text()
     for test in hidden:

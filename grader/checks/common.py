@@ -14,6 +14,7 @@ from grader.notebook import markdown_section
 QUESTION_TITLE = re.compile(
     r"^\s*\d+[.)]\s+\*\*(?P<numbered>[^*]+)\*\*|^\s*\*\*(?P<bold>[^*]+)\*\*:?\s*$|^\s*#{1,6}\s+(?P<heading>.+)$"
 )
+HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)  # invisible when the notebook renders
 LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 MARKUP = re.compile(r"[*_`>#]|^\s*[-+]\s+|^\s*\d+[.)]\s+", re.MULTILINE)
 
@@ -69,7 +70,7 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             expected=f"a markdown section titled '{params.section}'",
             found="no such heading",
         )
-    block = answer_block(section, params.question)
+    block = answer_block(HTML_COMMENT.sub("", section), params.question)
     if block is None:
         return Verdict.failed(
             f"No answer to '{params.question}' was found under '{params.section}': keep the question titles from the starter and write your answer below each.",
