@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -109,7 +110,7 @@ def main(
     try:
         results = _grade(paths, assignment, out_dir, course_dir, real_models, seed, cache_dir, keep_workdirs, console)
     except GraderError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {error.show()}", highlight=False)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)
     Console().print(_summary_table(results, out_dir))
 
@@ -177,7 +178,7 @@ def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
     table.add_column("Notes")
     for result in results:
         if result.error:
-            table.add_row(result.submission_id, result.assignment or "?", "–", "–", f"[red]not graded:[/] {result.error}")
+            table.add_row(result.submission_id, result.assignment or "?", "–", "–", f"[red]not graded:[/] {escape(result.error)}")
             continue
         lost = [check.check_id for check in result.checks if check.automatic and check.score < check.points]
         notes = "; ".join(

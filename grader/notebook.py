@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbformat.warnings import MissingIDFieldWarning
 
 from grader.errors import AssignmentNotRecognised, NotebookError
 
@@ -48,7 +50,12 @@ def read_notebook(path: Path) -> Any:
     if not isinstance(major, int) or major < 3:
         raise NotebookError(f"{path.name} has notebook format {major!r}; only formats 3 and 4 can be graded")
     try:
-        notebook = nbformat.reads(text, as_version=4)
+        # Notebooks saved before nbformat 4.5 have no cell ids: add them rather than warn.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            notebook = nbformat.reads(text, as_version=4)
+        _, normalized = nbformat.validator.normalize(notebook)
+        notebook = nbformat.from_dict(normalized)
         nbformat.validate(notebook)
     except Exception as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -1,0 +1,136 @@
+"""The harness calls student functions in their kernel and gets plain JSON back.
+
+One real kernel (runtime installed before the notebook runs, as in grading) serves the module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.authoring import make_notebook
+from grader.execute import KernelSession
+from grader.harness import Harness, literal, model, notebook_value, tokenizer
+from grader.values import DType, Frame, Model, Tensor
+from grader.zoo import ModelZoo
+
+NOTEBOOK = [
+    "import time, torch, pandas as pd\nfrom transformers import AutoModelForCausalLM, AutoTokenizer",
+    "def values():\n    return ('text', 1.5, [1, None], {'k': torch.float16}, float('nan'), torch.ones(2))",
+    "def frame():\n    return pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})",
+    "def boom(x):\n    raise KeyError(x)",
+    "def loop():\n    while True:\n        pass",
+    "def shout():\n    print('hello from the student')\n    return 1",
+    "def gen(model, tokenizer, prompt, n, use_cache=True):\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    out = model.generate(**inputs, max_new_tokens=n, do_sample=False, use_cache=use_cache)\n"
+    "    return tokenizer.decode(out[0])",
+    "def forward(model, tokenizer):\n    batch = tokenizer(['hello world'], return_tensors='pt')\n"
+    "    with torch.no_grad():\n        return float(model(**batch, labels=batch['input_ids']).loss)",
+    "tok = AutoTokenizer.from_pretrained('gpt2')\nm = AutoModelForCausalLM.from_pretrained('gpt2')\nm.generate(**tok('The cat', return_tensors='pt'), max_new_tokens=3)",
+    "settings = {'load_args': {'dtype': torch.float32}}",
+]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory, zoo: ModelZoo) -> Iterator[Harness]:
+    workdir = tmp_path_factory.mktemp("harness")
+    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
+        kernel = Harness(session, call_timeout_s=30)
+        assert kernel.install().ok
+        record = session.run_notebook(make_notebook(None, [("code", s) for s in NOTEBOOK]), 60, 300)
+        assert record.problems == ()
+        yield kernel
+
+
+def test_values_come_back_as_plain_python(harness: Harness) -> None:
+    outcome = harness.call("values")
+    assert outcome.ok and outcome.duration_s is not None
+    text, number, items, mapping, nan, tensor = outcome.value
+    assert (text, number, items) == ("text", 1.5, [1, None])
+    assert mapping == {"k": DType("torch.float16")}
+    assert nan != nan
+    assert tensor == Tensor((2,), "torch.float32", "cpu", (1.0, 1.0))
+
+
+def test_dataframes_are_described(harness: Harness) -> None:
+    frame = harness.call("frame").value
+    assert isinstance(frame, Frame)
+    assert frame.columns == ("a", "b") and frame.rows == ((1, "x"), (2, "y"))
+
+
+def test_exceptions_come_back_with_type_message_and_traceback(harness: Harness) -> None:
+    outcome = harness.call("boom", [literal("nope")])
+    assert outcome.status == "raised"
+    assert outcome.exception is not None and outcome.exception.type == "KeyError"
+    assert "raise KeyError(x)" in outcome.exception.traceback
+
+
+def test_missing_functions_and_wrong_signatures_are_reported(harness: Harness) -> None:
+    assert harness.call("nowhere").status == "missing"
+    outcome = harness.call("boom", [literal(1), literal(2)])
+    assert outcome.status == "signature" and "boom(x)" in outcome.message
+
+
+def test_a_call_that_never_returns_is_interrupted_and_the_kernel_survives(harness: Harness) -> None:
+    outcome = harness.call("loop", timeout_s=2)
+    assert outcome.status == "timeout"
+    assert harness.call("shout").ok
+
+
+def test_prints_are_captured_not_shown(harness: Harness) -> None:
+    assert harness.call("shout").stdout == "hello from the student\n"
+
+
+def test_generate_is_instrumented(harness: Harness) -> None:
+    outcome = harness.call(
+        "gen",
+        [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("Once upon a time,"), literal(6)],
+        {"use_cache": literal(False)},
+    )
+    (event,) = outcome.generate_events()
+    assert event["kwargs"]["max_new_tokens"] == 6 and event["kwargs"]["use_cache"] is False
+    assert event["new_tokens"] == [6] and event["input_device"] == "cpu" and event["grad_enabled"] is True
+    assert 0 < event["duration_s"] <= outcome.duration_s
+    assert len(event["output_ids"]) == event["input_shape"][1] + 6
+
+
+def test_forward_passes_outside_generate_are_instrumented(harness: Harness) -> None:
+    outcome = harness.call("forward", [model({"hub_id": "gpt2"}), tokenizer("gpt2")])
+    (event,) = outcome.forward_events()
+    assert event["grad_enabled"] is False and event["has_labels"] and event["model_training"] is False
+
+
+def test_the_notebook_run_was_recorded(harness: Harness) -> None:
+    events = harness.notebook_events().generate_events()
+    assert len(events) == 1 and events[0]["new_tokens"] == [3]
+
+
+def test_models_load_from_the_notebooks_own_arguments(harness: Harness) -> None:
+    outcome = harness.load_model({"hub_id": "gpt2", "load_args_path": ["settings", "load_args"]}, "mine")
+    assert isinstance(outcome.value, Model) and outcome.value.dtype == "torch.float32"
+    assert harness.generate("mine", "gpt2", "The capital of France is", 3).value.startswith(" Paris")
+    assert harness.describe("settings", "load_args").value == {"dtype": DType("torch.float32")}
+    assert harness.describe("nothing").status == "missing"
+    assert notebook_value("settings") == {"$path": ["settings"]}
+
+
+def test_from_pretrained_gpt2_in_the_notebook_loads_the_tiny_model(harness: Harness, zoo: ModelZoo) -> None:
+    from grader.reference import ReferenceModels
+
+    loaded = harness.describe("m").value
+    tiny = ReferenceModels(zoo).model({"hub_id": "gpt2"})
+    assert isinstance(loaded, Model) and loaded.parameter_elements == sum(p.numel() for p in tiny.parameters())
+
+
+def test_the_runtime_leaves_the_users_namespace_alone(harness: Harness) -> None:
+    names = harness.inspect(["sys", "types", "_m", "values"])
+    assert names["values"]["defined"] and not any(names[n]["defined"] for n in ("sys", "types", "_m"))
+
+
+def test_nothing_is_unpickled() -> None:
+    source = (Path(__file__).parent.parent / "grader" / "harness.py").read_text()
+    assert "pickle" not in source.replace("unpickled", "") and "eval(" not in source

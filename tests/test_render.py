@@ -1,0 +1,68 @@
+"""Rendering escapes everything that comes from a notebook and hides hidden checks from students."""
+
+from __future__ import annotations
+
+import base64
+
+from grader.execute import CellProblem
+from grader.render import render_feedback, render_summary
+from grader.results import CheckResult, Figure, SubmissionResult
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+def result() -> SubmissionResult:
+    def made(check_id: str, visibility: str, outcome: str, **fields) -> CheckResult:
+        return CheckResult(
+            check_id=check_id,
+            name=f"Check {check_id}",
+            target="f",
+            kind="k",
+            visibility=visibility,  # type: ignore[arg-type]
+            device="any",
+            points=2,
+            score=2 if outcome == "passed" else 0,
+            outcome=outcome,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    return SubmissionResult(
+        submission_id="student-1",
+        source="student-1.ipynb",
+        assignment="ptq-bnb",
+        title="Demo",
+        checks=(
+            made("public", "public", "failed", message=f"found {SCRIPT}", expected="1", found=SCRIPT, hint="try <b>this</b>"),
+            made("secret", "hidden", "passed", message="hidden detail"),
+            made("essay", "public", "manual", message="by hand", answer=SCRIPT, graded_by="instructor"),
+        ),
+        cell_problems=(CellProblem(0, "error", f"ValueError: {SCRIPT}", traceback=SCRIPT),),
+        figures=(
+            Figure(0, "image/svg+xml", f"<svg xmlns='http://www.w3.org/2000/svg'>{SCRIPT}</svg>"),
+            Figure(1, "image/png", 'not base64 " onerror="alert(1)'),
+        ),
+    )
+
+
+def test_notebook_text_is_escaped_everywhere() -> None:
+    for page in (render_feedback(result(), "student"), render_feedback(result(), "instructor"), render_summary([result()])):
+        assert "<script>" not in page and 'onerror="alert' not in page
+    assert "&lt;script&gt;" in render_feedback(result(), "student")
+
+
+def test_svg_figures_become_base64_images() -> None:
+    page = render_feedback(result(), "student")
+    svg = base64.b64encode(result().figures[0].data.encode()).decode()
+    assert f'src="data:image/svg+xml;base64,{svg}"' in page
+
+
+def test_students_do_not_see_hidden_checks() -> None:
+    student, instructor = render_feedback(result(), "student"), render_feedback(result(), "instructor")
+    assert "Check secret" not in student and "hidden detail" not in student
+    assert "1 more check (2 points)" in student
+    assert "Check secret" in instructor
+
+
+def test_scores_separate_automatic_and_hand_graded_points() -> None:
+    graded = result()
+    assert (graded.score, graded.max_score, graded.manual_points, graded.manual_max) == (2, 4, 2, 2)
