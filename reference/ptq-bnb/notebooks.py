@@ -245,37 +245,62 @@ df_results = pd.DataFrame(results_list)
 print("\\n\\n--- Experiment Results Summary ---")
 print(df_results.to_string())"""
 
-ANALYSIS_STARTER = """## 5. Analysis and Discussion
+ANALYSIS_INTRO = """## 5. Analysis and Discussion
 
 Based on the 'Experiment Results Summary' table printed above, analyze your findings:
+"""
 
-1.  **Memory Scaling:** 
-    *   **TODO**: Describe how the model's memory footprint scaled as you reduced precision. Quantify the reductions.
+# (title, the starter's placeholder, the solution's answer)
+QUESTIONS = [
+    (
+        "Memory Scaling",
+        "Describe how the model's memory footprint scaled as you reduced precision. Quantify the reductions.",
+        "The footprint fell from 4.19 MB in FP32 to 2.72 MB with INT8 (-35%) and 2.54 MB with NF4 or FP4 (-40%). "
+        "Only the linear (Conv1D) weights of the transformer blocks are quantized: INT8 stores one byte per weight instead "
+        "of four, and NF4/FP4 pack two weights per byte. The embeddings are kept in 16-bit and the 2 MB of attention-mask "
+        "buffers are untouched, so the whole model shrinks far less than the 4x and 8x the bit widths suggest.",
+    ),
+    (
+        "Latency Changes",
+        "Analyze the changes in generation latency. Did latency always decrease with lower precision, or were there other "
+        "factors at play? Explain potential reasons.",
+        "Latency did not decrease: on the CPU the INT8 model was several times slower than FP32, and NF4/FP4 about twice as "
+        "slow, because bitsandbytes dequantizes the weights back to floating point at every step and its CPU kernels are not "
+        "tuned for this. For a model this small, Python overhead in generate dominates anyway; lower precision pays off in "
+        "speed only when memory bandwidth is the bottleneck, with large models on a GPU.",
+    ),
+    (
+        "Output Quality Degradation",
+        "Based on your subjective review of the outputs for each prompt and precision, at what point (if any) did you start "
+        "to observe significant degradation in the output quality (e.g., coherence, relevance, repetitiveness)? Provide examples.",
+        "Under greedy decoding all four precisions produced the same continuation for as long as the model had memorised "
+        "text, e.g. 'The capital of France is Paris. Paris is a large city on the river Seine.' They diverged only afterwards: "
+        "for the fairy-tale prompt INT8 and FP4 wandered off differently from FP32, and FP4 was the most repetitive "
+        "('an an an awooo'), while NF4 stayed closest to FP32.",
+    ),
+    (
+        "Key Trade-offs",
+        "Conclude with a summary of the key trade-offs you observed between memory savings, inference speed, and text quality "
+        "when applying different quantization levels to GPT-2. Which configuration seemed to offer the best balance for which "
+        "scenario?",
+        "Quantization bought memory at the cost of speed here, with little loss of quality. NF4 is the best balance when "
+        "memory is the constraint (smallest model, quality closest to the baseline); INT8 is a conservative choice on GPUs "
+        "with int8 kernels; the FP32/FP16 baseline stays the fastest wherever the model already fits.",
+    ),
+]
 
-2.  **Latency Changes:** 
-    *   **TODO**: Analyze the changes in generation latency. Did latency always decrease with lower precision, or were there other factors at play? Explain potential reasons.
 
-3.  **Output Quality Degradation:** 
-    *   **TODO**: Based on your subjective review of the outputs for each prompt and precision, at what point (if any) did you start to observe significant degradation in the output quality (e.g., coherence, relevance, repetitiveness)? Provide examples.
+def analysis(answers: bool) -> str:
+    """The analysis section: the starter's TODO placeholders, or the solution's answers."""
+    items = []
+    for number, (title, placeholder, answer) in enumerate(QUESTIONS, start=1):
+        text = answer if answers else f"**TODO**: {placeholder}"
+        items.append(f"{number}.  **{title}:** \n    *   {text}")
+    return ANALYSIS_INTRO + "\n" + "\n\n".join(items)
 
-4.  **Key Trade-offs:** 
-    *   **TODO**: Conclude with a summary of the key trade-offs you observed between memory savings, inference speed, and text quality when applying different quantization levels to GPT-2. Which configuration seemed to offer the best balance for which scenario?"""
 
-ANALYSIS_SOLUTION = """## 5. Analysis and Discussion
-
-Based on the 'Experiment Results Summary' table printed above, analyze your findings:
-
-1.  **Memory Scaling:** 
-    *   Only the linear (Conv1D) weights of the transformer blocks are quantized: INT8 stores one byte per weight instead of four, and NF4/FP4 pack two weights per byte. The embeddings stay in 16-bit and the attention-mask buffers are untouched, so the whole model shrinks by about a third with INT8 and a little more with 4-bit, less than the 4x and 8x the bit widths suggest.
-
-2.  **Latency Changes:** 
-    *   Latency did not fall with precision. On the CPU the INT8 and 4-bit layers dequantize their weights at every step, so they were slower than the FP32 baseline; on a GPU the savings in memory bandwidth only pay off for models much larger than this one. Warm-up, kernel launch overhead and Python overhead in generate dominate for a model this small.
-
-3.  **Output Quality Degradation:** 
-    *   For the short prompts the FP32, INT8 and NF4 continuations were identical under greedy decoding; FP4 was the first to drift, repeating phrases earlier in the longer continuations. NF4 kept quality better than FP4 at the same size because its levels follow the normal distribution of the weights.
-
-4.  **Key Trade-offs:** 
-    *   INT8 halves the weight memory with almost no quality loss, a good default when memory is tight; NF4 gives the smallest model with acceptable quality for deployment on small GPUs; FP32/FP16 remain the fastest on hardware without fast low-bit kernels. Quantization trades a little quality and sometimes speed for memory."""
+ANALYSIS_STARTER = analysis(answers=False)
+ANALYSIS_SOLUTION = analysis(answers=True)
 
 
 def starter_cells() -> list[tuple[str, str]]:
