@@ -171,7 +171,7 @@ def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
     from grader.render import problems_summary
 
     table = Table(title=f"Results in {out_dir}/ (summary.html, grades.csv)", title_justify="left")
-    table.add_column("Submission")
+    table.add_column("Submission", overflow="fold")
     table.add_column("Assignment")
     table.add_column("Score", justify="right")
     table.add_column("By hand", justify="right")
@@ -181,8 +181,18 @@ def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
             table.add_row(result.submission_id, result.assignment or "?", "–", "–", f"[red]not graded:[/] {escape(result.error)}")
             continue
         lost = [check.check_id for check in result.checks if check.automatic and check.score < check.points]
+        missing_answers = result.manual_max - result.manual_points
         notes = "; ".join(
-            filter(None, [problems_summary(result.cell_problems), ("lost points: " + ", ".join(lost)) if lost else ""])
+            filter(
+                None,
+                [
+                    problems_summary(result.cell_problems),
+                    ("lost points: " + ", ".join(lost) if len(lost) <= 4 else f"lost points on {len(lost)} checks")
+                    if lost
+                    else "",
+                    f"written answers missing ({missing_answers:g} pts)" if missing_answers else "",
+                ],
+            )
         )
         table.add_row(
             result.submission_id,

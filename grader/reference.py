@@ -7,17 +7,14 @@ the kernel runtime uses, so the reference and the student see the same model.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import logging
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from grader.errors import CourseError
 from grader.kernel import runtime
+from grader.quiet import quiet_libraries
 from grader.zoo import ModelZoo
 
 
@@ -51,7 +48,7 @@ class ReferenceModels:
         """The model a spec describes (``hub_id``, ``quantization``, ``dtype``, ``device``)."""
         key = "model:" + repr(sorted(spec.items()))
         if key not in self._cache:
-            with _quiet():
+            with quiet_libraries():
                 self._cache[key] = runtime.load_model({**spec, "hub_id": self.source(spec["hub_id"])})
         return self._cache[key]
 
@@ -61,22 +58,6 @@ class ReferenceModels:
         if key not in self._cache:
             from transformers import AutoTokenizer
 
-            with _quiet():
+            with quiet_libraries():
                 self._cache[key] = AutoTokenizer.from_pretrained(self.source(hub_id))
         return self._cache[key]
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence library warnings and info logs while the reference side loads models."""
-    loggers = [logging.getLogger(name) for name in ("transformers", "bitsandbytes", "accelerate")]
-    levels = [logger.level for logger in loggers]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for logger in loggers:
-            logger.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            for logger, level in zip(loggers, levels, strict=True):
-                logger.setLevel(level)

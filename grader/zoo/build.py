@@ -15,6 +15,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from grader.errors import ZooError
+from grader.quiet import quiet_libraries
 
 # Bump when the build procedure changes in a way that changes the files it writes.
 ZOO_FORMAT = 1
@@ -189,18 +190,19 @@ def _build_into(staging: Path, models: tuple[TinyModel, ...], corpus_path: Path)
     # One thread: the same floating-point reductions, hence the same weights, on every run.
     torch.set_num_threads(1)
     try:
-        for spec in models:
-            built = staging / "built" / spec.name
-            rows = _training_rows(tokenizer, documents, spec.row_tokens)
-            loss = _train(spec, tokenizer, rows, built)
-            commit = _hash_folder(built)
-            for hub_id in spec.hub_ids:
-                _lay_out_repo(staging / "hub", hub_id, built, commit)
-            manifest["models"][spec.name] = {  # type: ignore[index]
-                "hub_ids": list(spec.hub_ids),
-                "commit": commit,
-                "final_loss": round(loss, 4),
-            }
+        with quiet_libraries():
+            for spec in models:
+                built = staging / "built" / spec.name
+                rows = _training_rows(tokenizer, documents, spec.row_tokens)
+                loss = _train(spec, tokenizer, rows, built)
+                commit = _hash_folder(built)
+                for hub_id in spec.hub_ids:
+                    _lay_out_repo(staging / "hub", hub_id, built, commit)
+                manifest["models"][spec.name] = {  # type: ignore[index]
+                    "hub_ids": list(spec.hub_ids),
+                    "commit": commit,
+                    "final_loss": round(loss, 4),
+                }
     finally:
         torch.set_num_threads(threads)
     shutil.rmtree(staging / "built")
