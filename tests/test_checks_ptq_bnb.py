@@ -44,9 +44,14 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
         ),
         ("the 4x and 8x the bit widths suggest.", "the 4x and 8x the bit widths suggest. -->"),
     ],
-    # A hard-coded latency; no INT8 configuration; the memory column renamed.
+    # A hard-coded latency; no INT8 configuration; the FP4 configuration copy-pasted from NF4;
+    # the memory column renamed.
     "hardcoded-noint8-column": [
         ("    latency = end_time - start_time", "    latency = 0.05  # measured once on my laptop"),
+        (
+            'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="fp4",',
+            'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",',
+        ),
         (
             '    {"name": "INT8 (bitsandbytes)",\n     ' + SOLUTION_INT8 + "\n",
             "",
@@ -182,6 +187,13 @@ def test_missing_int8_configuration_fails(bundles) -> None:
     result, message = outcome(bundles, "hardcoded-noint8-column", "config-int8")
     assert result == "failed"
     assert "No configuration in `configurations` loads as an 8-bit bitsandbytes model" in message
+
+
+def test_fp4_copied_from_nf4_fails(bundles) -> None:
+    result, message = outcome(bundles, "hardcoded-noint8-column", "config-fp4")
+    assert result == "failed"
+    assert "'FP4 (bitsandbytes)' loads as a 4-bit NF4 bitsandbytes model, not a 4-bit FP4" in message
+    assert outcome(bundles, "hardcoded-noint8-column", "config-nf4")[0] == "passed"
 
 
 def test_configuration_that_cannot_load_fails(bundles) -> None:
