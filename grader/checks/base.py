@@ -191,6 +191,12 @@ def expect_type(value: Any, expected: type | tuple[type, ...], what: str, wanted
     )
 
 
+def number(value: float, unit: str = "") -> str:
+    """A number for a feedback sentence: 4 significant digits, thousands separated when large."""
+    text = f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
 def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize
 from grader.harness import CallOutcome, literal, model, tokenizer
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -26,11 +27,6 @@ MB = 1024**2
 def model_spec(hub_id: str, quantization: str = "none", device: str = "auto") -> dict[str, Any]:
     """The spec both sides load a model from (see ``runtime.load_kwargs``)."""
     return {"hub_id": hub_id, "quantization": quantization, "device": device}
-
-
-def _fmt(value: float, unit: str = "") -> str:
-    text = f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return f"{text} {unit}".strip()
 
 
 # --------------------------------------------------------------------------------------
@@ -93,19 +89,19 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
     found = float(value)
     data = {"expected_mb": expected, "found_mb": found}
     if math.isclose(found, expected, rel_tol=params.rel_tolerance):
-        return Verdict.passed(f"On the {label} model you report {_fmt(found, 'MB')}, as expected.", data=data)
+        return Verdict.passed(f"On the {label} model you report {number(found, 'MB')}, as expected.", data=data)
     for name, (mistake, explanation) in footprint_mistakes(reference_model).items():
         if mistake > 0 and math.isclose(found, mistake, rel_tol=params.rel_tolerance):
             return Verdict.failed(
-                f"On the {label} model your function returns {_fmt(found, 'MB')}, but the model takes {_fmt(expected, 'MB')}: it {explanation}.",
-                expected=_fmt(expected, "MB"),
-                found=_fmt(found, "MB"),
+                f"On the {label} model your function returns {number(found, 'MB')}, but the model takes {number(expected, 'MB')}: it {explanation}.",
+                expected=number(expected, "MB"),
+                found=number(found, "MB"),
                 data={**data, "mistake": name},
             )
     return Verdict.failed(
-        f"On the {label} model your function returns {_fmt(found, 'MB')}, but its parameters and buffers take {_fmt(expected, 'MB')}.",
-        expected=_fmt(expected, "MB"),
-        found=_fmt(found, "MB"),
+        f"On the {label} model your function returns {number(found, 'MB')}, but its parameters and buffers take {number(expected, 'MB')}.",
+        expected=number(expected, "MB"),
+        found=number(found, "MB"),
         data=data,
     )
 
@@ -131,18 +127,9 @@ def _call_generate(
     outcome = context.call(
         function, model(model_spec(hub_id, device=device)), tokenizer(hub_id), literal(prompt), literal(max_new_tokens)
     )
-    if outcome.status == "raised" and outcome.exception is not None and not context.on_cuda:
-        text = f"{outcome.exception.message} {outcome.exception.traceback}"
-        if "synchronize" in text or "CUDA" in text or "NVIDIA driver" in text:
-            verdict = failed_call(outcome, function)
-            raise StopCheck(
-                Verdict.error(
-                    f"{function} uses CUDA although the model is on the CPU ({outcome.exception}): "
-                    "call torch.cuda.synchronize() only when model.device.type == 'cuda'.",
-                    found=verdict.found,
-                    details=verdict.details,
-                )
-            )
+    misuse = cuda_misuse(outcome, function, context.on_cuda)
+    if misuse is not None:
+        raise StopCheck(misuse)
     return outcome, context.returned(outcome, function)
 
 
@@ -231,7 +218,7 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
     )
 
 
-class LatencyParams(Params):
+class LatencyParams(LatencyTolerance):
     """Hidden calls that check the reported latency against the instrumented generate call."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
@@ -243,12 +230,6 @@ class LatencyParams(Params):
     long_tokens: list[int] = Field(
         [32, 48], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the long call."
     )
-    lower_rel: float = Field(
-        0.05, ge=0, lt=1, description="How much shorter than generate the latency may read (clock differences)."
-    )
-    lower_abs_s: float = Field(0.002, ge=0, description="Absolute allowance below the generate duration.")
-    upper_rel: float = Field(0.25, ge=0, description="How much longer than generate the latency may read (tokenization, noise).")
-    upper_abs_s: float = Field(0.015, ge=0, description="Absolute allowance above the generate duration.")
 
 
 @check_kind("generate_latency", LatencyParams)
@@ -281,55 +262,19 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
     (first, first_events, _), (second, second_events, _) = measurements
     if first == second and abs(first_events[-1]["duration_s"] - second_events[-1]["duration_s"]) > 0.5 * max(first, 1e-9):
         return Verdict.failed(
-            f"{params.function} reported the same latency ({_fmt(first, 's')}) for a short and a long generation: the value is not measured.",
-            expected=f"about {_fmt(first_events[-1]['duration_s'], 's')} and {_fmt(second_events[-1]['duration_s'], 's')}",
-            found=f"{_fmt(first, 's')} twice",
+            f"{params.function} reported the same latency ({number(first, 's')}) for a short and a long generation: the value is not measured.",
+            expected=f"about {number(first_events[-1]['duration_s'], 's')} and {number(second_events[-1]['duration_s'], 's')}",
+            found=f"{number(first, 's')} twice",
             data=data,
         )
     for latency, events, max_new_tokens in measurements:
-        verdict = _judge_latency(params, latency, events, max_new_tokens)
+        verdict = judge_latency(params, latency, events, max_new_tokens)
         if verdict is not None:
             return Verdict(verdict.outcome, verdict.message, verdict.expected, verdict.found, data=data)
     return Verdict.passed(
         f"The latency {params.function} reports matches its generate call on two hidden prompts "
-        f"({_fmt(first, 's')} and {_fmt(second, 's')}).",
+        f"({number(first, 's')} and {number(second, 's')}).",
         data=data,
-    )
-
-
-def _judge_latency(params: LatencyParams, latency: float, events: list[dict[str, Any]], max_new_tokens: int) -> Verdict | None:
-    """None if ``latency`` agrees with the last generate call; else the failed verdict that says how."""
-    duration = float(events[-1]["duration_s"])
-    total = sum(float(event["duration_s"]) for event in events)
-    lower = duration * (1 - params.lower_rel) - params.lower_abs_s
-    upper = duration * (1 + params.upper_rel) + params.upper_abs_s
-    expected = f"about {_fmt(duration, 's')} (the generate call of {max_new_tokens} new tokens)"
-    if lower <= latency <= upper:
-        return None
-    if math.isclose(latency, duration * 1000, rel_tol=params.upper_rel):
-        return Verdict.failed(
-            f"The latency reads {_fmt(latency)} for a generate call of {_fmt(duration, 's')}: it is in milliseconds; return seconds.",
-            expected=expected,
-            found=_fmt(latency),
-        )
-    if latency < lower:
-        return Verdict.failed(
-            f"The reported latency ({_fmt(latency, 's')}) is shorter than the generate call itself ({_fmt(duration, 's')}): "
-            "the timer must start before model.generate and stop after it (or the value is not measured).",
-            expected=expected,
-            found=_fmt(latency, "s"),
-        )
-    if len(events) > 1 and latency >= total * (1 - params.lower_rel) - params.lower_abs_s:
-        return Verdict.failed(
-            f"The timer surrounds {len(events)} generate calls ({_fmt(total, 's')} in all): time the single generate call whose text you return.",
-            expected=expected,
-            found=_fmt(latency, "s"),
-        )
-    return Verdict.failed(
-        f"The reported latency ({_fmt(latency, 's')}) is much longer than the generate call ({_fmt(duration, 's')}): "
-        "the timed block includes other work; start the timer right before model.generate and stop it right after.",
-        expected=expected,
-        found=_fmt(latency, "s"),
     )
 
 
@@ -338,21 +283,7 @@ def generate_synchronize(context: CheckContext, params: GenerateParams) -> Verdi
     """On CUDA, torch.cuda.synchronize() is called before the timed generate and after it."""
     outcome, value = _call_generate(context, params.function, params.model, params.prompt, params.max_new_tokens, device="cuda")
     _text_and_latency(value, params.function)
-    events = outcome.generate_events()
-    if not events:
-        return Verdict.failed(f"{params.function} never called model.generate.", found="no generate call")
-    generate = events[-1]
-    synchronizes = outcome.synchronize_events()
-    before = any(event["end"] <= generate["start"] for event in synchronizes)
-    after = any(event["start"] >= generate["end"] for event in synchronizes)
-    if before and after:
-        return Verdict.passed(f"{params.function} synchronises before and after the generate call on CUDA.")
-    missing = " and ".join(where for where, ok in (("before", before), ("after", after)) if not ok)
-    return Verdict.failed(
-        f"On CUDA, {params.function} does not call torch.cuda.synchronize() {missing} the generate call, so the timer can stop before the GPU finishes.",
-        expected="torch.cuda.synchronize() before and after model.generate",
-        found=f"{len(synchronizes)} synchronize call(s), none {missing}",
-    )
+    return judge_synchronize(outcome, params.function)
 
 
 # --------------------------------------------------------------------------------------
@@ -644,12 +575,12 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
         )
     if not baseline > int8 > max(four_bit):
         return Verdict.failed(
-            f"Memory should shrink with precision (baseline > INT8 > 4-bit), but the table reads baseline {_fmt(baseline, 'MB')}, INT8 {_fmt(int8, 'MB')}, 4-bit {', '.join(_fmt(v, 'MB') for v in four_bit)}.",
+            f"Memory should shrink with precision (baseline > INT8 > 4-bit), but the table reads baseline {number(baseline, 'MB')}, INT8 {number(int8, 'MB')}, 4-bit {', '.join(number(v, 'MB') for v in four_bit)}.",
             expected="baseline > INT8 > 4-bit",
-            found=f"{_fmt(baseline)} / {_fmt(int8)} / {', '.join(_fmt(v) for v in four_bit)} MB",
+            found=f"{number(baseline)} / {number(int8)} / {', '.join(number(v) for v in four_bit)} MB",
         )
     return Verdict.passed(
-        f"`{params.variable}` has one row per configuration, every column, and memory shrinks from {_fmt(baseline, 'MB')} (baseline) to {_fmt(int8, 'MB')} (INT8) and {_fmt(min(four_bit), 'MB')} (4-bit)."
+        f"`{params.variable}` has one row per configuration, every column, and memory shrinks from {number(baseline, 'MB')} (baseline) to {number(int8, 'MB')} (INT8) and {number(min(four_bit), 'MB')} (4-bit)."
     )
 
 
@@ -727,8 +658,8 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
             elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
                 why = "it is in milliseconds, not seconds"
             else:
-                why = f"the {len(durations)} generate calls on the first prompt took {_fmt(min(durations), 's')} to {_fmt(max(durations), 's')}"
-            problems.append(f"'{name}' reports {_fmt(float(latency), 's')}, but {why}")
+                why = f"the {len(durations)} generate calls on the first prompt took {number(min(durations), 's')} to {number(max(durations), 's')}"
+            problems.append(f"'{name}' reports {number(float(latency), 's')}, but {why}")
         checked += 1
     if problems:
         return Verdict.failed(

@@ -1,0 +1,99 @@
+"""Judging timed generation against the instrumented generate call (shared by assignments).
+
+A reported latency must match the duration the instrumentation measured for the generate call
+the student's own function made, within a tolerance for clock differences and the small work
+around the call; it holds on a busy machine and a hard-coded number fails.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import Field
+
+from grader.checks.base import Params, Verdict, number
+from grader.harness import CallOutcome
+
+
+class LatencyTolerance(Params):
+    """How far a reported latency may be from the instrumented generate duration."""
+
+    lower_rel: float = Field(
+        0.05, ge=0, lt=1, description="How much shorter than generate the latency may read (clock differences)."
+    )
+    lower_abs_s: float = Field(0.002, ge=0, description="Absolute allowance below the generate duration.")
+    upper_rel: float = Field(0.25, ge=0, description="How much longer than generate the latency may read (tokenization, noise).")
+    upper_abs_s: float = Field(0.015, ge=0, description="Absolute allowance above the generate duration.")
+
+
+def judge_latency(
+    tolerance: LatencyTolerance, latency: float, events: list[dict[str, Any]], max_new_tokens: int
+) -> Verdict | None:
+    """None if ``latency`` agrees with the last generate call; else the failed verdict that says how."""
+    duration = float(events[-1]["duration_s"])
+    total = sum(float(event["duration_s"]) for event in events)
+    lower = duration * (1 - tolerance.lower_rel) - tolerance.lower_abs_s
+    upper = duration * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+    expected = f"about {number(duration, 's')} (the generate call of {max_new_tokens} new tokens)"
+    if lower <= latency <= upper:
+        return None
+    if math.isclose(latency, duration * 1000, rel_tol=tolerance.upper_rel):
+        return Verdict.failed(
+            f"The latency reads {number(latency)} for a generate call of {number(duration, 's')}: it is in milliseconds; return seconds.",
+            expected=expected,
+            found=number(latency),
+        )
+    if latency < lower:
+        return Verdict.failed(
+            f"The reported latency ({number(latency, 's')}) is shorter than the generate call itself ({number(duration, 's')}): "
+            "the timer must start before model.generate and stop after it (or the value is not measured).",
+            expected=expected,
+            found=number(latency, "s"),
+        )
+    if len(events) > 1 and latency >= total * (1 - tolerance.lower_rel) - tolerance.lower_abs_s:
+        return Verdict.failed(
+            f"The timer surrounds {len(events)} generate calls ({number(total, 's')} in all): time the single generate call whose result you return.",
+            expected=expected,
+            found=number(latency, "s"),
+        )
+    return Verdict.failed(
+        f"The reported latency ({number(latency, 's')}) is much longer than the generate call ({number(duration, 's')}): "
+        "the timed block includes other work; start the timer right before model.generate and stop it right after.",
+        expected=expected,
+        found=number(latency, "s"),
+    )
+
+
+def judge_synchronize(outcome: CallOutcome, function: str) -> Verdict:
+    """Whether ``torch.cuda.synchronize()`` ran before and after the call's last generate."""
+    events = outcome.generate_events()
+    if not events:
+        return Verdict.failed(f"{function} never called model.generate.", found="no generate call")
+    generate = events[-1]
+    synchronizes = outcome.synchronize_events()
+    before = any(event["end"] <= generate["start"] for event in synchronizes)
+    after = any(event["start"] >= generate["end"] for event in synchronizes)
+    if before and after:
+        return Verdict.passed(f"{function} synchronises before and after the generate call on CUDA.")
+    missing = " and ".join(where for where, ok in (("before", before), ("after", after)) if not ok)
+    return Verdict.failed(
+        f"On CUDA, {function} does not call torch.cuda.synchronize() {missing} the generate call, so the timer can stop before the GPU finishes.",
+        expected="torch.cuda.synchronize() before and after model.generate",
+        found=f"{len(synchronizes)} synchronize call(s), none {missing}",
+    )
+
+
+def cuda_misuse(outcome: CallOutcome, function: str, on_cuda: bool) -> Verdict | None:
+    """An error verdict when a call failed because it used CUDA on a CPU-only machine."""
+    if outcome.status != "raised" or outcome.exception is None or on_cuda:
+        return None
+    text = f"{outcome.exception.message} {outcome.exception.traceback}"
+    if "synchronize" not in text and "CUDA" not in text and "NVIDIA driver" not in text:
+        return None
+    return Verdict.error(
+        f"{function} uses CUDA although the model is on the CPU ({outcome.exception}): "
+        "call torch.cuda.synchronize() only when model.device.type == 'cuda'.",
+        found=f"{outcome.exception.type} raised",
+        details=(outcome.exception.traceback,) if outcome.exception.traceback else (),
+    )
