@@ -177,6 +177,7 @@ class Grader:
                 rng=random.Random(f"{self.seed}:{submission_id}:{check.id}"),
                 memo=memo,
                 kernel_problem=kernel_problem,
+                seed_key=f"{self.seed}:{submission_id}",
             )
             started = time.monotonic()
             verdict = self._verdict(kind, context, assignment.params[check.id], environment)

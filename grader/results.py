@@ -201,7 +201,8 @@ def _summary_output(result: SubmissionResult) -> str:
             )
         )
     if result.skipped_points:
-        lines.append(f"{result.skipped_points:g} points need a GPU and were not graded on this machine.")
+        points = f"{result.skipped_points:g} point{'' if result.skipped_points == 1 else 's'}"
+        lines.append(f"{points} need a GPU and were not graded on this machine.")
     errors = [p for p in result.cell_problems if p.kind in ("error", "timeout", "kernel-died")]
     if errors:
         lines.append(f"{len(errors)} cell(s) of your notebook raised an error or timed out; see the feedback.")

@@ -117,6 +117,8 @@ class _NoDuplicateKeysLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     keys: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` merges shared values; explicit keys may override them
         key = loader.construct_object(key_node, deep=deep)
         if key in keys:
             raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} appears twice", key_node.start_mark)
@@ -166,6 +168,8 @@ def load_rubric(path: Path, params_models: Mapping[str, type[BaseModel]]) -> tup
         raise RubricError(path, [f"is not valid YAML: {error}"]) from error
     if not isinstance(data, dict):
         raise RubricError(path, ["must be a mapping of keys (assignment, title, checks, ...)"])
+    # Top-level keys starting with "x-" hold YAML anchors for reuse (as in docker-compose files).
+    data = {key: value for key, value in data.items() if not (isinstance(key, str) and key.startswith("x-"))}
     try:
         rubric = Rubric.model_validate(data)
     except ValidationError as error:

@@ -93,6 +93,17 @@ class Model:
         return str(value) if value is not None else None
 
 
+@dataclass(frozen=True)
+class Tokenizer:
+    """A tokenizer: its class, where it was loaded from, and its padding settings."""
+
+    type: str
+    name_or_path: str
+    pad_token: str | None
+    padding_side: str | None
+    vocab_size: int
+
+
 def decode(description: Any) -> Any:
     """Turn one JSON description from the kernel into a plain Python value."""
     if not isinstance(description, dict) or "kind" not in description:
@@ -135,6 +146,14 @@ def decode(description: Any) -> Any:
         return [decode(item) for item in description.get("items", [])]
     if kind == "model":
         return decode_model(description)
+    if kind == "tokenizer":
+        return Tokenizer(
+            str(description.get("type", "")),
+            str(description.get("name_or_path", "")),
+            description.get("pad_token"),
+            description.get("padding_side"),
+            int(description.get("vocab_size", 0)),
+        )
     if kind == "config":
         fields = decode(description.get("fields", {"kind": "dict", "items": []}))
         return ConfigValue(str(description.get("type", "")), fields if isinstance(fields, dict) else {})
@@ -207,6 +226,8 @@ def kind_of(value: Any) -> str:
         return f"a dtype ({value.name})"
     if isinstance(value, Model):
         return f"a model ({value.type.rsplit('.', 1)[-1]})"
+    if isinstance(value, Tokenizer):
+        return f"a tokenizer ({value.type.rsplit('.', 1)[-1]})"
     if isinstance(value, ConfigValue):
         return f"a {value.short_type}"
     if isinstance(value, Opaque):

@@ -104,3 +104,20 @@ def test_cli_stops_on_a_broken_rubric_before_grading(tmp_path: Path, root: Path)
     assert completed.returncode == 3
     assert "checks[0].hidnt: unknown key" in completed.stderr
     assert not out.exists()
+
+
+def test_anchors_under_x_keys_are_shared_and_merged(tmp_path: Path) -> None:
+    text = GOOD.replace("checks:", "x-shared: &shared {quantization: nf4}\nchecks:").replace(
+        "params: {quantization: int8}", "params: *shared"
+    )
+    text += (
+        "  - {id: other, name: Other, kind: memory_footprint, target: f, points: 1, params: {<<: *shared, quantization: fp4}}\n"
+    )
+    _, params = load_rubric(write(tmp_path, text), KINDS)
+    assert params["memory"].quantization == "nf4"  # type: ignore[attr-defined]
+    assert params["other"].quantization == "fp4"  # type: ignore[attr-defined]
+
+
+def test_keys_outside_x_prefix_stay_strict(tmp_path: Path) -> None:
+    found = problems(write(tmp_path, GOOD.replace("checks:", "shared: 1\nchecks:")))
+    assert any("shared: unknown key" in problem for problem in found)

@@ -8,16 +8,11 @@ mistake loses exactly the points of its mistake, with feedback that names it.
 from __future__ import annotations
 
 import csv
-import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict
 
-from tests.conftest import SEED
+from tests.contract import results, run_grade
 
 # sample -> (checks that lose points, words the failing message must contain)
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -30,60 +25,12 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 }
 
 
-class GradescopeTest(BaseModel):
-    """One test of Gradescope's results.json, as this grader writes it."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    name: str
-    score: float
-    max_score: float
-    status: Literal["passed", "failed"]
-    output: str
-    tags: list[str]
-    visibility: Literal["visible", "hidden", "after_due_date", "after_published"]
-    extra_data: dict[str, Any]
-
-
-class GradescopeResults(BaseModel):
-    """Gradescope's results.json, top level."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    score: float
-    max_score: float
-    execution_time: float
-    output: str
-    visibility: str
-    stdout_visibility: str
-    tests: list[GradescopeTest]
-    extra_data: dict[str, Any]
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
     """Run the real `grade` command on the ptq-bnb samples once for this module."""
     out = tmp_path_factory.mktemp("graded")
-    completed = subprocess.run(
-        [sys.executable, "-m", "grader", str(root / "submissions" / "ptq-bnb"), "--out", str(out), "--seed", str(SEED)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=root,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_grade(str(root / "submissions" / "ptq-bnb"), "--out", str(out), cwd=root)
     return out
-
-
-def results(out: Path, sample: str) -> GradescopeResults:
-    """A sample's results.json, validated against the schema."""
-    return GradescopeResults.model_validate(json.loads((out / sample / "results.json").read_text()))
-
-
-def by_id(graded: GradescopeResults) -> dict[str, GradescopeTest]:
-    return {test.extra_data["check_id"]: test for test in graded.tests}
-
-
-def losing(graded: GradescopeResults) -> set[str]:
-    return {check_id for check_id, test in by_id(graded).items() if test.score < test.max_score}
 
 
 def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> None:
@@ -107,7 +54,7 @@ def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> Non
 def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None:
     solution = results(graded, "solution")
     assert solution.score == solution.max_score == 25
-    outcomes = {check_id: test.extra_data["outcome"] for check_id, test in by_id(solution).items()}
+    outcomes = {check_id: test.extra_data["outcome"] for check_id, test in solution.by_id().items()}
     assert outcomes.pop("generate-cuda-sync") == "skipped"  # no GPU on these machines
     assert {outcomes.pop(f"analysis-{part}") for part in ("memory", "latency", "quality", "tradeoffs")} == {"manual"}
     assert set(outcomes.values()) == {"passed"}
@@ -117,7 +64,7 @@ def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None
 def test_starter_scores_zero_and_says_why(graded: Path) -> None:
     starter = results(graded, "starter")
     assert starter.score == 0
-    tests = by_id(starter)
+    tests = starter.by_id()
     assert "TypeError" in tests["memory-fp32"].output
     assert "never called model.generate" in tests["generate-output"].output
     assert "`configurations` is empty" in tests["config-int8"].output
@@ -128,19 +75,19 @@ def test_starter_scores_zero_and_says_why(graded: Path) -> None:
 def test_each_mistake_loses_exactly_its_points_and_is_named(graded: Path, sample: str) -> None:
     expected_losses, words = MISTAKES[sample]
     result = results(graded, sample)
-    assert losing(result) == expected_losses
+    assert result.losing() == expected_losses
     for check_id in expected_losses:
-        test = by_id(result)[check_id]
+        test = result.by_id()[check_id]
         assert test.status == "failed"
         assert words in test.output, test.output
-    assert result.score == 25 - sum(by_id(result)[c].max_score for c in expected_losses)
+    assert result.score == 25 - sum(result.by_id()[c].max_score for c in expected_losses)
 
 
 def test_unwritten_analysis_fails_automatically(graded: Path) -> None:
     result = results(graded, "mistake-analysis-todo")
     assert result.score == 25
     for part in ("memory", "latency", "quality", "tradeoffs"):
-        test = by_id(result)[f"analysis-{part}"]
+        test = result.by_id()[f"analysis-{part}"]
         assert test.extra_data["outcome"] == "failed"
         assert "still reads TODO" in test.output
     assert result.extra_data["manual_points_pending"] == 0

@@ -131,6 +131,11 @@ class CheckContext:
     rng: random.Random
     memo: dict[str, Any]  # shared by the checks of one submission (for example, loaded configurations)
     kernel_problem: str | None = None
+    seed_key: str = ""  # the run's seed and the submission: hidden inputs derive from it
+
+    def rng_for(self, name: str) -> random.Random:
+        """A random source for hidden inputs that several checks share (same name, same draws)."""
+        return random.Random(f"{self.seed_key}:{name}")
 
     @property
     def timeout_s(self) -> float:

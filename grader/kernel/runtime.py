@@ -83,6 +83,15 @@ def describe(value: Any, depth: int = 0) -> Any:
         }
     if _is_pretrained_model(value):
         return describe_model(value)
+    if _is_tokenizer(value):
+        return {
+            "kind": "tokenizer",
+            "type": _type_name(value),
+            "name_or_path": str(getattr(value, "name_or_path", "")),
+            "pad_token": getattr(value, "pad_token", None),
+            "padding_side": getattr(value, "padding_side", None),
+            "vocab_size": len(value),
+        }
     if module.startswith("numpy") and hasattr(value, "shape"):
         return {"kind": "array", "type": _type_name(value), "shape": list(value.shape), "dtype": str(value.dtype)}
     if hasattr(value, "to_dict") and type(value).__name__.endswith("Config"):
@@ -145,6 +154,11 @@ def _is_pretrained_model(value: Any) -> bool:
     if transformers is None:
         return False
     return isinstance(value, transformers.PreTrainedModel)
+
+
+def _is_tokenizer(value: Any) -> bool:
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and isinstance(value, transformers.PreTrainedTokenizerBase)
 
 
 def describe_model(model: Any) -> dict[str, Any]:

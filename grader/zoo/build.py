@@ -161,7 +161,7 @@ class ModelZoo:
             self.model_for(hub_id)
 
 
-def _read_documents(corpus_path: Path) -> list[str]:
+def read_documents(corpus_path: Path) -> list[str]:
     """The corpus's documents: paragraphs separated by blank lines."""
     text = corpus_path.read_text(encoding="utf-8")
     return [paragraph.strip() for paragraph in text.split("\n\n") if paragraph.strip()]
@@ -173,7 +173,7 @@ def _build_into(staging: Path, models: tuple[TinyModel, ...], corpus_path: Path)
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2TokenizerFast
 
-    documents = _read_documents(corpus_path)
+    documents = read_documents(corpus_path)
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(documents, vocab_size=1024, min_frequency=2, special_tokens=[EOS_TOKEN], show_progress=False)
     tokenizer_files = staging / "tokenizer-files"

@@ -1,0 +1,63 @@
+"""The output contract as tests read it: Gradescope's results.json, and running `grade`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tests.conftest import SEED
+
+
+class GradescopeTest(BaseModel):
+    """One test of Gradescope's results.json, as this grader writes it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str
+    score: float
+    max_score: float
+    status: Literal["passed", "failed"]
+    output: str
+    tags: list[str]
+    visibility: Literal["visible", "hidden", "after_due_date", "after_published"]
+    extra_data: dict[str, Any]
+
+
+class GradescopeResults(BaseModel):
+    """Gradescope's results.json, top level."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    score: float
+    max_score: float
+    execution_time: float
+    output: str
+    visibility: str
+    stdout_visibility: str
+    tests: list[GradescopeTest]
+    extra_data: dict[str, Any]
+
+    def by_id(self) -> dict[str, GradescopeTest]:
+        """Tests by check id."""
+        return {test.extra_data["check_id"]: test for test in self.tests}
+
+    def losing(self) -> set[str]:
+        """Ids of checks that did not award all their points."""
+        return {check_id for check_id, test in self.by_id().items() if test.score < test.max_score}
+
+
+def run_grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `grade` command with the tests' hidden-input seed; fail loudly if it fails."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "grader", *args, "--seed", str(SEED)], capture_output=True, text=True, timeout=900, cwd=cwd
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
+
+
+def results(out: Path, submission: str) -> GradescopeResults:
+    """A submission's results.json, validated against the schema."""
+    return GradescopeResults.model_validate(json.loads((out / submission / "results.json").read_text()))
