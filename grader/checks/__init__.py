@@ -15,6 +15,7 @@ from grader.errors import CourseError
 CHECK_MODULES: tuple[str, ...] = (
     "grader.checks.common",
     "grader.checks.ptq_bnb",
+    "grader.checks.perplexity",
 )
 
 
