@@ -66,6 +66,26 @@ def notebook_from(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+def grade_bundles(
+    grader: Grader, assignment: str, bundles: dict[str, list[tuple[str, str]]], folder: Path
+) -> dict[str, SubmissionResult]:
+    """Grade the assignment's solution with each bundle of exact edits; every one must be gradable."""
+    solution = load_notebook_sources(ROOT / "reference" / assignment).solution_cells()
+    graded = {}
+    for name, edits in bundles.items():
+        path = folder / f"{name}.ipynb"
+        write_notebook(path, make_notebook(assignment, with_edits(solution, edits)))
+        graded[name] = grader.grade(path, name)
+        assert graded[name].error is None, graded[name].error
+    return graded
+
+
+def outcome(graded: dict[str, SubmissionResult], bundle: str, check_id: str) -> tuple[str, str]:
+    """(outcome, message) of one check of one graded bundle."""
+    result = check(graded[bundle], check_id)
+    return result.outcome, result.message
+
+
 def check(result: SubmissionResult, check_id: str) -> CheckResult:
     """One check's result, by id."""
     for item in result.checks:

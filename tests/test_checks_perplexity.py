@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.checks.perplexity import LOSS_MISTAKES, LossParams, hidden_corpus, loss_variants
 from grader.grading import Grader
 from grader.quiet import quiet_libraries
 from grader.reference import ReferenceModels
 from grader.results import SubmissionResult
 from grader.zoo import ModelZoo
-from tests.conftest import check
+from tests.conftest import grade_bundles, outcome
 
 
 def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) -> None:
@@ -88,21 +87,9 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def bundles(grader: Grader, root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SubmissionResult]:
-    sources = load_notebook_sources(root / "reference" / "perplexity")
-    folder = tmp_path_factory.mktemp("bundles")
-    graded = {}
-    for name, edits in BUNDLES.items():
-        path = folder / f"{name}.ipynb"
-        write_notebook(path, make_notebook("perplexity", with_edits(sources.solution_cells(), edits)))
-        graded[name] = grader.grade(path, name)
-        assert graded[name].error is None, graded[name].error
-    return graded
-
-
-def outcome(bundles: dict[str, SubmissionResult], bundle: str, check_id: str) -> tuple[str, str]:
-    result = check(bundles[bundle], check_id)
-    return result.outcome, result.message
+def bundles(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SubmissionResult]:
+    """Grade every bundle once for this module."""
+    return grade_bundles(grader, "perplexity", BUNDLES, tmp_path_factory.mktemp("bundles"))
 
 
 def test_tokens_per_second_must_count_generated_tokens(bundles) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
 from grader.harness import CallOutcome, literal, model, tokenizer
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -239,8 +239,11 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
     for low, high in (params.short_tokens, params.long_tokens):
         prompt = context.rng.choice(params.prompts)
         max_new_tokens = context.rng.randint(low, high)
-        outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens)
-        _, latency = _text_and_latency(value, params.function)
+        for _ in range(params.attempts):
+            outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens)
+            _, latency = _text_and_latency(value, params.function)
+            if not too_long(params, latency, outcome.generate_events()):
+                break
         if not is_number(latency) or latency <= 0:
             return Verdict.failed(
                 f"The latency {params.function} returns should be a positive number of seconds, but it is {kind_of(latency)}.",

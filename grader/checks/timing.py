@@ -25,6 +25,19 @@ class LatencyTolerance(Params):
     lower_abs_s: float = Field(0.002, ge=0, description="Absolute allowance below the generate duration.")
     upper_rel: float = Field(0.25, ge=0, description="How much longer than generate the latency may read (tokenization, noise).")
     upper_abs_s: float = Field(0.015, ge=0, description="Absolute allowance above the generate duration.")
+    attempts: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Calls tried while the latency reads too long (a preempted run does not repeat; a mistake does).",
+    )
+
+
+def too_long(tolerance: LatencyTolerance, latency: Any, events: list[dict[str, Any]]) -> bool:
+    """Whether a latency exceeds the upper allowance over the call's last generate (worth a retry)."""
+    if not events or not isinstance(latency, (int, float)):
+        return False
+    return float(latency) > float(events[-1]["duration_s"]) * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
 
 
 def judge_latency(

@@ -303,8 +303,7 @@ ANALYSIS_STARTER = analysis(answers=False)
 ANALYSIS_SOLUTION = analysis(answers=True)
 
 
-def starter_cells() -> list[tuple[str, str]]:
-    """(cell type, source) of the starter notebook, in order."""
+def _cells(helpers: str, configurations: str, load: str, analysis_section: str) -> list[tuple[str, str]]:
     return [
         ("markdown", TITLE),
         ("markdown", SETUP_MD),
@@ -312,27 +311,21 @@ def starter_cells() -> list[tuple[str, str]]:
         ("markdown", IMPORTS_MD),
         ("code", IMPORTS),
         ("markdown", HELPERS_MD),
-        ("code", HELPERS_STARTER),
+        ("code", helpers),
         ("markdown", EXPERIMENT_MD),
-        ("code", EXPERIMENT_HEAD + CONFIGURATIONS_STARTER + LOOP_START + LOAD_STARTER + LOOP_END),
-        ("markdown", ANALYSIS_STARTER),
+        ("code", EXPERIMENT_HEAD + configurations + LOOP_START + load + LOOP_END),
+        ("markdown", analysis_section),
     ]
+
+
+def starter_cells() -> list[tuple[str, str]]:
+    """(cell type, source) of the starter notebook, in order."""
+    return _cells(HELPERS_STARTER, CONFIGURATIONS_STARTER, LOAD_STARTER, ANALYSIS_STARTER)
 
 
 def solution_cells() -> list[tuple[str, str]]:
     """(cell type, source) of the solution notebook, in order."""
-    return [
-        ("markdown", TITLE),
-        ("markdown", SETUP_MD),
-        ("code", SETUP),
-        ("markdown", IMPORTS_MD),
-        ("code", IMPORTS),
-        ("markdown", HELPERS_MD),
-        ("code", HELPERS_SOLUTION),
-        ("markdown", EXPERIMENT_MD),
-        ("code", EXPERIMENT_HEAD + CONFIGURATIONS_SOLUTION + LOOP_START + LOAD_SOLUTION + LOOP_END),
-        ("markdown", ANALYSIS_SOLUTION),
-    ]
+    return _cells(HELPERS_SOLUTION, CONFIGURATIONS_SOLUTION, LOAD_SOLUTION, ANALYSIS_SOLUTION)
 
 
 # Sample submissions: realistic mistakes students make with this exercise, each a list of
