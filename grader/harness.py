@@ -75,11 +75,6 @@ def literal(value: Any) -> dict[str, Any]:
     return {"$lit": value}
 
 
-def as_tuple(*items: dict[str, Any]) -> dict[str, Any]:
-    """A tuple of other recipes."""
-    return {"$tuple": list(items)}
-
-
 def model(spec: dict[str, Any]) -> dict[str, Any]:
     """A model loaded in the kernel from a spec (cached there for the session)."""
     return {"$model": spec}

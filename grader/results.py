@@ -12,7 +12,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -265,13 +265,3 @@ def _cell(check: CheckResult | None) -> str:
     if check.outcome == "skipped":
         return "skipped"
     return f"{check.score:g}"
-
-
-def outcome_counts(results: Iterable[SubmissionResult]) -> dict[str, dict[str, int]]:
-    """For each check id, how many submissions had each outcome."""
-    counts: dict[str, dict[str, int]] = {}
-    for result in results:
-        for check in result.checks:
-            counts.setdefault(check.check_id, {}).setdefault(check.outcome, 0)
-            counts[check.check_id][check.outcome] += 1
-    return counts

@@ -13,7 +13,7 @@ import pytest
 
 from grader.authoring import make_notebook
 from grader.execute import KernelSession
-from grader.harness import Harness, literal, model, notebook_value, tokenizer
+from grader.harness import Harness, handle, literal, model, notebook_value, tokenizer
 from grader.values import DType, Frame, Model, Tensor
 from grader.zoo import ModelZoo
 
@@ -32,6 +32,7 @@ NOTEBOOK = [
     "    with torch.no_grad():\n        return float(model(**batch, labels=batch['input_ids']).loss)",
     "tok = AutoTokenizer.from_pretrained('gpt2')\nm = AutoModelForCausalLM.from_pretrained('gpt2')\nm.generate(**tok('The cat', return_tensors='pt'), max_new_tokens=3)",
     "settings = {'load_args': {'dtype': torch.float32}}",
+    "def length(x):\n    return len(x)",
 ]
 
 
@@ -115,7 +116,13 @@ def test_models_load_from_the_notebooks_own_arguments(harness: Harness) -> None:
     assert harness.generate("mine", "gpt2", "The capital of France is", 3).value.startswith(" Paris")
     assert harness.describe("settings", "load_args").value == {"dtype": DType("torch.float32")}
     assert harness.describe("nothing").status == "missing"
-    assert notebook_value("settings") == {"$path": ["settings"]}
+    assert harness.call("length", [notebook_value("settings", "load_args")]).value == 1
+
+
+def test_objects_can_be_kept_in_the_kernel_and_passed_back(harness: Harness) -> None:
+    kept = harness.call("frame", keep_as="the-frame")
+    assert isinstance(kept.value, Frame)
+    assert harness.call("length", [handle("the-frame")]).value == 2
 
 
 def test_from_pretrained_gpt2_in_the_notebook_loads_the_tiny_model(harness: Harness, zoo: ModelZoo) -> None:

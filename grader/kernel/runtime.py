@@ -567,8 +567,6 @@ def _build(recipe: Any) -> Any:
     ((tag, payload),) = recipe.items()
     if tag == "$lit":
         return payload
-    if tag == "$tuple":
-        return tuple(_build(item) for item in payload)
     if tag == "$path":
         return _resolve_path(payload)
     if tag == "$handle":
