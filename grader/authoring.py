@@ -63,3 +63,16 @@ def write_notebook(path: Path, notebook: Any) -> None:
     nbformat.validate(notebook)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(nbformat.writes(notebook) + "\n", encoding="utf-8")
+
+
+def questions_section(intro: str, questions: list[tuple[str, str, str]], answers: bool) -> str:
+    """A markdown section of numbered questions: the starter's TODO placeholders, or the solution's answers.
+
+    ``questions`` holds (title, the starter's placeholder, the solution's answer); the
+    ``written_answer`` check finds each answer under its bold title.
+    """
+    items = []
+    for number, (title, placeholder, answer) in enumerate(questions, start=1):
+        text = answer if answers else f"**TODO**: {placeholder}"
+        items.append(f"{number}.  **{title}:** \n    *   {text}")
+    return intro + "\n" + "\n\n".join(items)

@@ -68,6 +68,10 @@ class CallOutcome:
         """The ``torch.cuda.synchronize`` calls made during this call."""
         return [event for event in self.events if event.get("type") == "synchronize"]
 
+    def figure_events(self) -> list[dict[str, Any]]:
+        """The figures this call drew, showed or left open (when the call watched figures)."""
+        return [event for event in self.events if event.get("type") == "figure"]
+
 
 # Argument recipes: how the kernel builds each argument of a call.
 def literal(value: Any) -> dict[str, Any]:
@@ -130,9 +134,24 @@ class Harness:
         kwargs: dict[str, dict[str, Any]] | None = None,
         timeout_s: float | None = None,
         keep_as: str | None = None,
+        pace_s: float = 0.0,
+        figures: bool = False,
     ) -> CallOutcome:
-        """Call the student's ``function`` with arguments built from recipes."""
-        request = {"op": "call", "function": function, "args": list(args), "kwargs": kwargs or {}, "keep_as": keep_as}
+        """Call the student's ``function`` with arguments built from recipes.
+
+        ``pace_s`` slows the first generate of each new prompt, and every tokenizer call, by that
+        many seconds (recorded in their events), so a timer around a warm-up or a tokenization
+        shows in the latency. ``figures`` records what the call plots as ``figure`` events.
+        """
+        request = {
+            "op": "call",
+            "function": function,
+            "args": list(args),
+            "kwargs": kwargs or {},
+            "keep_as": keep_as,
+            "pace_s": pace_s,
+            "figures": figures,
+        }
         return self._ask(request, timeout_s)
 
     def describe(self, *path: Any, timeout_s: float | None = None) -> CallOutcome:

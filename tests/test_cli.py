@@ -29,7 +29,10 @@ def test_help_lists_the_options() -> None:
     [
         (["nowhere/"], "nowhere does not exist"),
         (["{empty}"], "holds no .ipynb notebooks"),
-        (["{empty}", "--assignment", "latency-typo"], "unknown assignment 'latency-typo'; this course has: perplexity, ptq-bnb"),
+        (
+            ["{empty}", "--assignment", "latency-typo"],
+            "unknown assignment 'latency-typo'; this course has: latency, perplexity, ptq-bnb",
+        ),
     ],
 )
 def test_usage_errors_are_clear(tmp_path: Path, args: list[str], words: str) -> None:

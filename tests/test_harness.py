@@ -33,6 +33,18 @@ NOTEBOOK = [
     "tok = AutoTokenizer.from_pretrained('gpt2')\nm = AutoModelForCausalLM.from_pretrained('gpt2')\nm.generate(**tok('The cat', return_tensors='pt'), max_new_tokens=3)",
     "settings = {'load_args': {'dtype': torch.float32}}",
     "def length(x):\n    return len(x)",
+    "def timed(model, tokenizer, prompt):\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    model.generate(**inputs, max_new_tokens=2)\n"
+    "    model.generate(**inputs, max_new_tokens=3)\n"
+    "    return 1",
+    "def plots(xs):\n"
+    "    import matplotlib.pyplot as plt\n"
+    "    fig, (a, b) = plt.subplots(1, 2)\n"
+    "    a.plot(xs, [2 * x for x in xs]); a.set_xlabel('x'); a.set_ylabel('twice x')\n"
+    "    b.bar(['p', 'q'], [3, 4]); b.set_title('bars')\n"
+    "    plt.show()\n"
+    "    fig2, c = plt.subplots(); c.scatter(xs, xs)  # left open, never shown",
 ]
 
 
@@ -97,6 +109,28 @@ def test_generate_is_instrumented(harness: Harness) -> None:
     assert event["new_tokens"] == [6] and event["input_device"] == "cpu" and event["grad_enabled"] is True
     assert 0 < event["duration_s"] <= outcome.duration_s
     assert len(event["output_ids"]) == event["input_shape"][1] + 6
+
+
+def test_pacing_slows_the_first_generate_of_a_prompt_and_each_tokenization(harness: Harness) -> None:
+    outcome = harness.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")], pace_s=0.2)
+    first, second = outcome.generate_events()
+    (tokenize,) = [event for event in outcome.events if event["type"] == "tokenize"]
+    assert first["paced_s"] == 0.2 and first["duration_s"] >= 0.2 and "paced_s" not in second
+    assert tokenize["end"] - tokenize["start"] >= 0.2 and tokenize["end"] <= first["start"]
+    assert (first["max_new_tokens"], second["max_new_tokens"], second["use_cache"]) == (2, 3, True)
+    unpaced = harness.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")])
+    assert all("paced_s" not in event for event in unpaced.events)
+
+
+def test_figures_a_call_draws_are_described(harness: Harness) -> None:
+    outcome = harness.call("plots", [literal([1, 2, 3])], figures=True)
+    shown, left_open = sorted(outcome.figure_events(), key=lambda figure: len(figure["axes"]), reverse=True)
+    lines, bars = shown["axes"]
+    assert (lines["xlabel"], lines["ylabel"]) == ("x", "twice x")
+    assert lines["series"] == [{"kind": "line", "x": [1.0, 2.0, 3.0], "y": [2.0, 4.0, 6.0]}]
+    assert bars["title"] == "bars" and bars["series"][0]["kind"] == "bar" and bars["series"][0]["y"] == [3.0, 4.0]
+    assert left_open["axes"][0]["series"] == [{"kind": "scatter", "x": [1.0, 2.0, 3.0], "y": [1.0, 2.0, 3.0]}]
+    assert harness.call("plots", [literal([1])]).figure_events() == []
 
 
 def test_forward_passes_outside_generate_are_instrumented(harness: Harness) -> None:

@@ -16,6 +16,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "grader.checks.common",
     "grader.checks.ptq_bnb",
     "grader.checks.perplexity",
+    "grader.checks.latency",
 )
 
 

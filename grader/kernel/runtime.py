@@ -263,7 +263,12 @@ class Recorder:
         self.generate_depth = 0
         self.forward_depth = 0
         self.current_generate: dict[str, Any] | None = None
+        self.tokenizer_depth = 0
         self.clock_origin = time.perf_counter()
+        # Pacing (asked per call): slow the first generate of each new prompt, and every tokenizer
+        # call, by pace_s seconds, so that a timer around a warm-up or a tokenization shows.
+        self.pace_s = 0.0
+        self.paced_prompts: set[tuple[int, ...]] = set()
 
     def now(self) -> float:
         """Seconds since the runtime was installed (the clock of every event)."""
@@ -404,12 +409,19 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
             "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
             "forward_calls": 0,
+            **_effective_settings(self, kwargs),
         }
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
         RECORDER.current_generate = event
         event["start"] = RECORDER.now()
         try:
+            if RECORDER.pace_s and RECORDER.call is not None:
+                prompt = tuple(inputs.flatten().tolist()[:MAX_IDS]) if inputs is not None else ()
+                if prompt not in RECORDER.paced_prompts:
+                    RECORDER.paced_prompts.add(prompt)
+                    time.sleep(RECORDER.pace_s)
+                    event["paced_s"] = RECORDER.pace_s
             output = original(self, *args, **kwargs)
         except BaseException as error:
             event["error"] = f"{type(error).__name__}: {error}"[:500]
@@ -430,6 +442,36 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
 
     generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
     return generate
+
+
+def _effective_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """max_new_tokens and use_cache as generate will use them: keyword, else generation config."""
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    settings = {}
+    for name in ("max_new_tokens", "use_cache"):
+        value = kwargs[name] if name in kwargs else getattr(config, name, None)
+        settings[name] = value if value is None or isinstance(value, (bool, int)) else repr(value)[:50]
+    return settings
+
+
+def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``PreTrainedTokenizerBase.__call__``: while a call is paced, record and slow each one."""
+
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not RECORDER.pace_s or RECORDER.call is None or RECORDER.tokenizer_depth:
+            return original(self, *args, **kwargs)
+        RECORDER.tokenizer_depth += 1
+        event = {"type": "tokenize", "start": RECORDER.now(), "paced_s": RECORDER.pace_s}
+        try:
+            time.sleep(RECORDER.pace_s)
+            return original(self, *args, **kwargs)
+        finally:
+            RECORDER.tokenizer_depth -= 1
+            event["end"] = RECORDER.now()
+            RECORDER.record(event)
+
+    return __call__
 
 
 def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -488,6 +530,108 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     }
 
 
+# --------------------------------------------------------------------------------------
+# Figures: what a call plotted (read from matplotlib's objects, not from pixels)
+# --------------------------------------------------------------------------------------
+
+
+def _floats(values: Any) -> list[float | None] | None:
+    """Numbers of a plotted series (None where not finite); None if it is not numeric."""
+    import numpy
+
+    try:
+        array = numpy.asarray(values, dtype=float).ravel()[:MAX_ITEMS]
+    except (TypeError, ValueError):
+        return None
+    return [float(v) if math.isfinite(v) else None for v in array.tolist()]
+
+
+def describe_figure(figure: Any) -> dict[str, Any]:
+    """Each axes of a figure: labels, title, and the data of its lines, scatters and bars."""
+    axes = []
+    for ax in figure.get_axes()[:20]:
+        series: list[dict[str, Any]] = []
+        for line in ax.get_lines():
+            series.append({"kind": "line", "x": _floats(line.get_xdata()), "y": _floats(line.get_ydata())})
+        for collection in ax.collections:
+            offsets = collection.get_offsets() if hasattr(collection, "get_offsets") else None
+            if offsets is not None and len(offsets):
+                series.append({"kind": "scatter", "x": _floats(offsets[:, 0]), "y": _floats(offsets[:, 1])})
+        for container in getattr(ax, "containers", []):
+            patches = [p for p in container if hasattr(p, "get_height")]
+            if patches:
+                series.append(
+                    {
+                        "kind": "bar",
+                        "x": _floats([p.get_x() + p.get_width() / 2 for p in patches]),
+                        "y": _floats([p.get_height() for p in patches]),
+                    }
+                )
+        axes.append(
+            {
+                "title": str(ax.get_title())[:200],
+                "xlabel": str(ax.get_xlabel())[:200],
+                "ylabel": str(ax.get_ylabel())[:200],
+                "series": series[:20],
+            }
+        )
+    suptitle = getattr(figure, "_suptitle", None)
+    return {
+        "type": "figure",
+        "figure_id": id(figure),
+        "suptitle": str(suptitle.get_text())[:200] if suptitle is not None else "",
+        "axes": axes,
+    }
+
+
+def _instrumented_draw(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``Figure.draw``: a figure shown or saved during a call is described as it is drawn."""
+
+    @functools.wraps(original)
+    def draw(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if RECORDER.call is not None and FIGURES["watching"]:
+            with contextlib.suppress(Exception):
+                FIGURES["drawn"][id(self)] = describe_figure(self)
+        return result
+
+    return draw
+
+
+FIGURES: dict[str, Any] = {"watching": False, "drawn": {}, "patched": False}
+
+
+def _open_figures() -> list[Any]:
+    if "matplotlib.pyplot" not in sys.modules:
+        return []
+    from matplotlib._pylab_helpers import Gcf
+
+    return [manager.canvas.figure for manager in Gcf.get_all_fig_managers()]
+
+
+@contextlib.contextmanager
+def _watch_figures() -> Iterator[None]:
+    """Record every figure a call draws, shows, saves or leaves open, as a ``figure`` event."""
+    import matplotlib.figure
+
+    if not FIGURES["patched"]:
+        matplotlib.figure.Figure.draw = _instrumented_draw(matplotlib.figure.Figure.draw)  # type: ignore[method-assign]
+        FIGURES["patched"] = True
+    before = {id(figure) for figure in _open_figures()}
+    FIGURES["watching"], FIGURES["drawn"] = True, {}
+    try:
+        yield
+    finally:
+        FIGURES["watching"] = False
+        described = dict(FIGURES["drawn"])
+        for figure in _open_figures():
+            if id(figure) not in before:
+                with contextlib.suppress(Exception):
+                    described[id(figure)] = describe_figure(figure)
+        for description in described.values():
+            RECORDER.record(description)
+
+
 INSTALLED: dict[str, Any] = {}
 
 
@@ -503,6 +647,8 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
     torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
     transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
+    tokenizer_base = transformers.PreTrainedTokenizerBase
+    tokenizer_base.__call__ = _instrumented_tokenizer_call(tokenizer_base.__call__)  # type: ignore[method-assign]
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 
@@ -632,8 +778,11 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
         pass  # builtins without a signature: just call them
     RECORDER.call = []
     RECORDER.call_dropped = 0
+    RECORDER.pace_s = float(request.get("pace_s") or 0.0)
+    RECORDER.paced_prompts = set()
     result: dict[str, Any] = {"status": "returned"}
-    with _capture() as captured:
+    watching = _watch_figures() if request.get("figures") else contextlib.nullcontext()
+    with _capture() as captured, watching:
         started = time.perf_counter()
         start_clock = RECORDER.now()
         try:
@@ -663,6 +812,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
         }
     )
     RECORDER.call = None
+    RECORDER.pace_s = 0.0
     return result
 
 

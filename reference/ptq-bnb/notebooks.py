@@ -10,6 +10,8 @@ CPU since 0.45, with ``accelerate`` installed).
 
 from __future__ import annotations
 
+from grader.authoring import questions_section
+
 ASSIGNMENT = "ptq-bnb"
 
 TITLE = """# Lesson 3, Exercise 1: Post-Training Quantization - Beyond Memory: Speed and Quality Trade-offs
@@ -290,17 +292,8 @@ QUESTIONS = [
 ]
 
 
-def analysis(answers: bool) -> str:
-    """The analysis section: the starter's TODO placeholders, or the solution's answers."""
-    items = []
-    for number, (title, placeholder, answer) in enumerate(QUESTIONS, start=1):
-        text = answer if answers else f"**TODO**: {placeholder}"
-        items.append(f"{number}.  **{title}:** \n    *   {text}")
-    return ANALYSIS_INTRO + "\n" + "\n\n".join(items)
-
-
-ANALYSIS_STARTER = analysis(answers=False)
-ANALYSIS_SOLUTION = analysis(answers=True)
+ANALYSIS_STARTER = questions_section(ANALYSIS_INTRO, QUESTIONS, answers=False)
+ANALYSIS_SOLUTION = questions_section(ANALYSIS_INTRO, QUESTIONS, answers=True)
 
 
 def _cells(helpers: str, configurations: str, load: str, analysis_section: str) -> list[tuple[str, str]]:

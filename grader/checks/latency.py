@@ -1,0 +1,886 @@
+"""Check kinds of the ``latency`` assignment: latency vs prompt length and precision (seed 000).
+
+Precision and loading are judged by calling the student's functions with hidden spellings,
+missing model ids and invalid values. Timing is judged from the instrumentation of the
+student's own ``measure_generation`` call, paced so that mistakes show: the first generate of
+each new prompt (the warm-up) and every tokenizer call are slowed by ``pace_s`` seconds, so a
+timer that surrounds the warm-up or the tokenization reads far longer than the timed generate.
+Sweeps are judged from their rows, the settings that reach each timed generate call, and the
+figures they draw (read from matplotlib's objects: labels and plotted data).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
+from grader.harness import CallOutcome, ExceptionInfo, literal, model, tokenizer
+from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
+
+TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed model.generate call"
+
+
+def model_spec(hub_id: str, device: str = "auto") -> dict[str, Any]:
+    """The float32 model a timing call receives."""
+    return {"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": device}
+
+
+# --------------------------------------------------------------------------------------
+# resolve_precision
+# --------------------------------------------------------------------------------------
+
+
+class PrecisionParams(Params):
+    """How resolve_precision is called: hidden spellings, devices and invalid values."""
+
+    expect: Literal["names", "cpu_fallback", "invalid"] = Field(description="What this check judges.")
+    function: str = Field("resolve_precision", description="The student's function.")
+    float32: list[str] = Field(["FLOAT32", "Float32", "float32", "fLoAt32"], min_length=1, description="Spellings of float32.")
+    float16: list[str] = Field(["FLOAT16", "Float16", "float16", "FlOaT16"], min_length=1, description="Spellings of float16.")
+    invalid: list[str] = Field(
+        ["float64", "int8", "float8", "int4", "double", "fp64"],
+        min_length=1,
+        description="Values that must be rejected (no plausible alias of float32/float16 such as 'half' or 'bfloat16').",
+    )
+    draws: int = Field(2, ge=1, description="How many spellings or invalid values are drawn per call kind.")
+
+
+def expect_raise(outcome: CallOutcome, call: str) -> ExceptionInfo | None:
+    """The exception a call raised; None if it returned. Stop if it could not run or is not written yet."""
+    if outcome.ok:
+        return None
+    if outcome.status != "raised" or outcome.exception is None or outcome.exception.type == "NotImplementedError":
+        raise StopCheck(failed_call(outcome, call))
+    return outcome.exception
+
+
+def _resolve(context: CheckContext, function: str, precision: str, device: str) -> CallOutcome:
+    key = f"resolve:{function}:{precision}:{device}"
+    if key not in context.memo:
+        context.memo[key] = context.call(function, literal(precision), literal(device))
+    outcome: CallOutcome = context.memo[key]
+    return outcome
+
+
+def _resolved(context: CheckContext, function: str, precision: str, device: str) -> tuple[DType, str]:
+    """The (dtype, label) the student's function returns, or stop with why not."""
+    call = f"{function}({precision!r}, {device!r})"
+    value = context.returned(_resolve(context, function, precision, device), call)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], DType) and isinstance(value[1], str)):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return (torch dtype, label string), but it returned {kind_of(value)}.",
+                expected="(torch.dtype, str)",
+                found=kind_of(value),
+            )
+        )
+    return value[0], value[1]
+
+
+def student_resolution(
+    context: CheckContext, precision: str, device: str, function: str = "resolve_precision"
+) -> tuple[str, str]:
+    """(dtype name, label) as the student's own resolve_precision gives them; the reference's if it fails.
+
+    Checks of other functions compare with this, so a mistake in resolve_precision is charged
+    once, in its own checks.
+    """
+    try:
+        dtype, label = _resolved(context, function, precision, device)
+        return dtype.name, label
+    except StopCheck:
+        if context.reference is None:
+            raise
+        dtype_ref, label = context.reference.resolve_precision(precision, device)
+        return str(dtype_ref), label
+
+
+@check_kind("precision_resolve", PrecisionParams)
+def precision_resolve(context: CheckContext, params: PrecisionParams) -> Verdict:
+    """resolve_precision: any capitalisation, float16 falls back on the CPU with a label, others rejected."""
+    if params.expect == "names":
+        cases = [(s, "cpu", "torch.float32") for s in context.rng.sample(params.float32, min(params.draws, len(params.float32)))]
+        cases += [
+            (s, "cuda", "torch.float16") for s in context.rng.sample(params.float16, min(params.draws, len(params.float16)))
+        ]
+        for spelling, device, expected in cases:
+            call = f"{params.function}({spelling!r}, {device!r})"
+            outcome = _resolve(context, params.function, spelling, device)
+            exception = outcome.exception
+            if (
+                outcome.status == "raised"
+                and exception is not None
+                and exception.type == "ValueError"
+                and spelling != spelling.lower()
+            ):
+                return Verdict.failed(
+                    f"{call} raised ValueError ({exception.message.rstrip('.')}): accept any capitalisation "
+                    "(normalise with .lower()).",
+                    expected=f"({expected}, label)",
+                    found="ValueError raised",
+                )
+            dtype, _ = _resolved(context, params.function, spelling, device)
+            if dtype.name != expected:
+                hint = " It should follow the device argument, not torch.cuda.is_available()." if device == "cuda" else ""
+                return Verdict.failed(f"{call} returned {dtype.name}, not {expected}.{hint}", expected=expected, found=dtype.name)
+        return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
+
+    if params.expect == "cpu_fallback":
+        call = f"{params.function}('float16', 'cpu')"
+        dtype, label = _resolved(context, params.function, "float16", "cpu")
+        if dtype.name != "torch.float32":
+            return Verdict.failed(
+                f"{call} returned {dtype.name}: on the CPU, float16 must fall back to float32.",
+                expected="torch.float32",
+                found=dtype.name,
+            )
+        _, plain = _resolved(context, params.function, "float32", "cpu")
+        if label == plain or not any(name in label.casefold() for name in ("float32", "fp32")):
+            return Verdict.failed(
+                f"{call} returns the label {label!r}, which does not say that float16 fell back to float32 "
+                f"(float32 itself gives {plain!r}).",
+                expected="a label naming float32 and the fallback, e.g. 'float32 (float16 requested; CPU fallback)'",
+                found=repr(label),
+            )
+        return Verdict.passed(f"On the CPU, float16 falls back to float32 with the label {label!r}.")
+
+    for value in context.rng.sample(params.invalid, min(params.draws, len(params.invalid))):
+        call = f"{params.function}({value!r}, 'cpu')"
+        outcome = _resolve(context, params.function, value, "cpu")
+        exception = expect_raise(outcome, call)
+        if exception is None:
+            return Verdict.failed(
+                f"{call} returned {kind_of(outcome.value)} instead of raising ValueError: accept only float32 and float16.",
+                expected="ValueError",
+                found=f"returned {kind_of(outcome.value)}",
+            )
+        if exception.type != "ValueError":
+            return Verdict.failed(f"{call} raised {exception.type}, not ValueError.", expected="ValueError", found=exception.type)
+        missing = [name for name in ("float32", "float16") if name not in exception.message.casefold()]
+        if missing:
+            return Verdict.failed(
+                f"{call} raised ValueError({exception.message!r}), which does not name the accepted value(s) {' and '.join(missing)}.",
+                expected="a message naming float32 and float16",
+                found=repr(exception.message),
+            )
+    return Verdict.passed(f"{params.function} rejects other values with a ValueError naming float32 and float16.")
+
+
+# --------------------------------------------------------------------------------------
+# load_model_and_tokenizer
+# --------------------------------------------------------------------------------------
+
+
+class LoaderParams(Params):
+    """How the loader is called: candidates with missing ids, and the model it should load."""
+
+    expect: Literal["fallthrough", "same_id", "none_loads", "model"] = Field(description="What this check judges.")
+    function: str = Field("load_model_and_tokenizer", description="The student's function.")
+    model_id: str = Field("distilgpt2", description="The id that loads (for fallthrough and same_id).")
+    precision: str = Field("float32", description="The precision passed.")
+    missing_prefix: str = Field("course-staff/no-such-model", description="Prefix of the hidden ids that do not exist.")
+
+
+def _missing_id(context: CheckContext, params: LoaderParams, index: int) -> str:
+    return f"{params.missing_prefix}-{context.rng_for('loader-missing').randrange(10**6):06d}-{index}"
+
+
+def _loader_call(context: CheckContext, params: LoaderParams, candidates: list[str]) -> CallOutcome:
+    key = f"latency-loader:{params.function}:{candidates}:{params.precision}"
+    if key not in context.memo:
+        context.memo[key] = context.call(params.function, literal(candidates), literal(params.precision))
+    outcome: CallOutcome = context.memo[key]
+    return outcome
+
+
+def _loaded(context: CheckContext, params: LoaderParams, candidates: list[str]) -> tuple[Tokenizer, Model, Any, Any]:
+    call = f"{params.function}({candidates!r}, {params.precision!r})"
+    value = context.returned(_loader_call(context, params, candidates), call)
+    if not (
+        isinstance(value, (tuple, list)) and len(value) == 4 and isinstance(value[0], Tokenizer) and isinstance(value[1], Model)
+    ):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return (tokenizer, model, model_id, dtype_label), but it returned {kind_of(value)}.",
+                expected="(tokenizer, model, model_id, dtype_label)",
+                found=kind_of(value),
+            )
+        )
+    return value[0], value[1], value[2], value[3]
+
+
+@check_kind("latency_loader", LoaderParams)
+def latency_loader(context: CheckContext, params: LoaderParams) -> Verdict:
+    """The loader: falls through missing ids, lists them all when none loads, loads as resolved."""
+    if params.expect == "none_loads":
+        candidates = [_missing_id(context, params, 1), _missing_id(context, params, 2)]
+        call = f"{params.function}({candidates!r})"
+        outcome = _loader_call(context, params, candidates)
+        exception = expect_raise(outcome, call)
+        if exception is None:
+            return Verdict.failed(
+                f"{call} returned {kind_of(outcome.value)} although no candidate exists: raise an error instead.",
+                expected="an exception listing every id tried",
+                found=f"returned {kind_of(outcome.value)}",
+            )
+        missing = [candidate for candidate in candidates if candidate not in exception.message]
+        if missing:
+            return Verdict.failed(
+                f"When no candidate loads, the error ({exception}) does not name {', '.join(missing)}: list every id tried.",
+                expected=f"an error naming {' and '.join(candidates)}",
+                found=str(exception),
+            )
+        return Verdict.passed(f"When no candidate loads, the error lists every id tried ({exception.type}).")
+
+    if params.expect == "fallthrough":
+        candidates = [_missing_id(context, params, 0), params.model_id]
+        _, loaded_model, model_id, _ = _loaded(context, params, candidates)
+        if model_id != params.model_id or loaded_model.name_or_path != params.model_id:
+            return Verdict.failed(
+                f"With candidates {candidates!r}, the loader returned model_id {model_id!r} and a model from "
+                f"{loaded_model.name_or_path!r}: the first id that loads ({params.model_id!r}) should win.",
+                expected=params.model_id,
+                found=f"model_id {model_id!r}, model from {loaded_model.name_or_path!r}",
+            )
+        return Verdict.passed(f"A candidate that does not exist falls through to the next ({params.model_id!r}).")
+
+    if params.expect == "same_id":
+        candidates = [params.model_id, "gpt2" if params.model_id != "gpt2" else "distilgpt2"]
+        loaded_tokenizer, loaded_model, model_id, _ = _loaded(context, params, candidates)
+        names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
+        wrong = {part: name for part, name in names.items() if name != model_id}
+        if wrong or model_id != params.model_id:
+            found = ", ".join(f"{part} from {name!r}" for part, name in names.items()) + f", model_id {model_id!r}"
+            return Verdict.failed(
+                f"With candidates {candidates!r}, the tokenizer and the model do not both come from the returned id: "
+                "load both from the candidate being tried, or the tokenizer's ids will not match the model's vocabulary.",
+                expected=f"tokenizer, model and model_id all {params.model_id!r}",
+                found=found,
+            )
+        return Verdict.passed("The tokenizer and the model come from the same id, the one returned.")
+
+    candidates = [params.model_id]
+    _, loaded_model, model_id, label = _loaded(context, params, candidates)
+    device = "cuda" if context.on_cuda else "cpu"
+    expected_dtype, expected_label = student_resolution(context, params.precision, device)
+    call = f"{params.function}({candidates!r}, {params.precision!r})"
+    problems = []
+    if loaded_model.training:
+        problems.append("the model is in training mode: call model.eval()")
+    if not loaded_model.device.startswith(device):
+        problems.append(f"the model is on {loaded_model.device}, not {device}")
+    if loaded_model.dtype != expected_dtype:
+        problems.append(
+            f"the model is in {loaded_model.dtype.replace('torch.', '')}, but resolve_precision({params.precision!r}, {device!r}) "
+            f"gives {expected_dtype.replace('torch.', '')}"
+        )
+    if label != expected_label:
+        problems.append(f"the label is {label!r}, not the resolved label {expected_label!r}")
+    if problems:
+        return Verdict.failed(
+            f"{call}: {'; '.join(problems)}.",
+            expected=f"a model in eval mode on {device} in {expected_dtype}, labelled {expected_label!r}",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(f"{call} returns the model in eval mode on {device}, in the resolved dtype and label.")
+
+
+# --------------------------------------------------------------------------------------
+# measure_generation
+# --------------------------------------------------------------------------------------
+
+METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
+
+
+class MeasureParams(LatencyTolerance):
+    """Hidden calls of measure_generation, paced so that a timer around other work shows."""
+
+    expect: Literal["warmup", "latency", "new_tokens", "settings", "synchronize"] = Field(description="What this check judges.")
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("measure_generation", description="The student's function.")
+    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
+    tokens: list[int] = Field([20, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    use_cache: bool = Field(False, description="use_cache for the drawn prompt (the other call uses the default, True).")
+    eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
+    eos_tokens: int = Field(32, ge=1, description="max_new_tokens for the early-stopping prompt.")
+    pace_s: float = Field(
+        0.25,
+        ge=0,
+        le=2,
+        description="Seconds added to the first generate of each prompt and to each tokenizer call during the call.",
+    )
+    rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of tokens_per_s and ms_per_token.")
+
+
+def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[str, int, bool, CallOutcome, dict[str, Any]]]:
+    """The hidden measure_generation calls (shared by this function's checks), retried when too long."""
+    rng = context.rng_for("measure")
+    plan = [
+        (rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
+        (params.eos_prompt, params.eos_tokens, True),
+    ]
+    key = f"measure:{params.function}:{params.model}:{plan}:{params.pace_s}"
+    if key not in context.memo:
+        calls = []
+        for prompt, max_new_tokens, use_cache in plan:
+            for _ in range(params.attempts):
+                outcome, value = _measure(context, params, prompt, max_new_tokens, use_cache)
+                if not too_long(params, value["latency_s"], outcome.generate_events()):
+                    break
+            calls.append((prompt, max_new_tokens, use_cache, outcome, value))
+        context.memo[key] = calls
+    calls_made: list[tuple[str, int, bool, CallOutcome, dict[str, Any]]] = context.memo[key]
+    return calls_made
+
+
+def _measure(
+    context: CheckContext, params: MeasureParams, prompt: str, max_new_tokens: int, use_cache: bool, device: str = "auto"
+) -> tuple[CallOutcome, dict[str, Any]]:
+    outcome = context.call(
+        params.function,
+        model(model_spec(params.model, device)),
+        tokenizer(params.model),
+        literal(prompt),
+        literal(max_new_tokens),
+        literal(use_cache),
+        pace_s=params.pace_s,
+    )
+    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
+    if misuse is not None:
+        raise StopCheck(misuse)
+    value = context.returned(outcome, params.function)
+    missing = [key for key in METRICS if not isinstance(value, dict) or key not in value]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"{params.function} should return a dict with {', '.join(METRICS)}, but "
+                + (f"it has no {', '.join(missing)}." if isinstance(value, dict) else f"it returned {kind_of(value)}."),
+                expected="{" + ", ".join(f"'{m}': ..." for m in METRICS) + "}",
+                found=f"keys {sorted(map(str, value))}" if isinstance(value, dict) else kind_of(value),
+            )
+        )
+    if not outcome.generate_events():
+        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
+    return outcome, value
+
+
+def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
+    return f"measure_generation(model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
+
+
+def judge_timed_latency(params: MeasureParams, latency: float, outcome: CallOutcome, max_new_tokens: int) -> Verdict | None:
+    """judge_latency, naming the paced tokenization when that is what the timer surrounds."""
+    events = outcome.generate_events()
+    verdict = judge_latency(params, latency, events, max_new_tokens)
+    if verdict is None or latency < float(events[-1]["duration_s"]):
+        return verdict
+    timed = events[-1]
+    between = [
+        event
+        for event in outcome.events
+        if event.get("type") == "tokenize"
+        and event["end"] <= timed["start"]
+        and all(g["end"] <= event["start"] for g in events[:-1])
+    ]
+    extra = latency - float(timed["duration_s"])
+    if between and extra >= 0.8 * sum(float(event["paced_s"]) for event in between):
+        return Verdict.failed(
+            f"The reported latency ({number(latency, 's')}) includes tokenizing the prompt, not only the generate call "
+            f"({number(float(timed['duration_s']), 's')}; the grader slows each tokenizer call by {number(params.pace_s, 's')} "
+            "to show it): tokenize and move the inputs before starting the timer.",
+            expected=verdict.expected,
+            found=verdict.found,
+        )
+    return verdict
+
+
+@check_kind("generation_measure", MeasureParams)
+def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
+    """measure_generation: warm-up, latency of the timed generate, new tokens, settings passed through."""
+    if params.expect == "synchronize":
+        outcome, _ = _measure(context, params, params.prompts[0], params.tokens[0], True, device="cuda")
+        return judge_synchronize(outcome, params.function)
+    for prompt, max_new_tokens, use_cache, outcome, value in measured_calls(context, params):
+        call = _describe_call(prompt, max_new_tokens, use_cache)
+        events = outcome.generate_events()
+        timed = events[-1]
+        if params.expect == "warmup":
+            if len(events) < 2:
+                return Verdict.failed(
+                    f"{call} calls model.generate only once, so the timed call pays the first call's one-time costs: "
+                    "run one brief generate before the timed one and do not time it.",
+                    expected="an untimed warm-up generate, then the timed generate",
+                    found="1 generate call",
+                )
+            continue
+        latency = value["latency_s"]
+        if not is_number(latency) or float(latency) <= 0:
+            return Verdict.failed(
+                f"latency_s should be a positive number of seconds, but it is {kind_of(latency)}.", found=kind_of(latency)
+            )
+        if params.expect == "latency":
+            verdict = judge_timed_latency(params, float(latency), outcome, max_new_tokens)
+            if verdict is not None:
+                return verdict
+        elif params.expect == "new_tokens":
+            verdict = _judge_new_tokens(params, value, timed, max_new_tokens)
+            if verdict is not None:
+                return verdict
+        else:
+            problems = []
+            if timed.get("max_new_tokens") != max_new_tokens:
+                problems.append(f"max_new_tokens={timed.get('max_new_tokens')} instead of {max_new_tokens}")
+            if timed.get("use_cache") is not use_cache:
+                problems.append(f"use_cache={timed.get('use_cache')} instead of {use_cache}")
+            if str(timed.get("input_device")) != str(timed.get("model_device")):
+                problems.append(f"the inputs are on {timed.get('input_device')} but the model is on {timed.get('model_device')}")
+            if problems:
+                return Verdict.failed(
+                    f"In {call}, the timed generate ran with {'; '.join(problems)}: pass the arguments through to model.generate "
+                    "and move the inputs with .to(model.device).",
+                    expected=f"max_new_tokens={max_new_tokens}, use_cache={use_cache}, inputs on the model's device",
+                    found="; ".join(problems),
+                )
+    messages = {
+        "warmup": f"{params.function} runs an untimed warm-up generate before the timed one.",
+        "latency": f"{params.function} times only the generate call ({TIMING_GUIDANCE}).",
+        "new_tokens": f"{params.function} counts the tokens really generated, also when the model stops early, and derives its rates from them.",
+        "settings": f"{params.function} passes max_new_tokens and use_cache through, with the inputs on the model's device.",
+    }
+    return Verdict.passed(messages[params.expect])
+
+
+def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: dict[str, Any], max_new_tokens: int) -> Verdict | None:
+    generated = int(timed.get("new_tokens", [max_new_tokens])[0])
+    reported, latency = value["new_tokens"], float(value["latency_s"])
+    if not is_number(reported) or int(reported) != reported or int(reported) != generated:
+        if reported == max_new_tokens and generated != max_new_tokens:
+            message = (
+                f"new_tokens assumes all {max_new_tokens} tokens were generated, but the model stopped after {generated} "
+                "(end-of-text): count the new tokens in the output (output length minus input length)."
+            )
+        else:
+            message = f"new_tokens is {reported!r}, but the timed generate produced {generated} new tokens."
+        return Verdict.failed(message, expected=str(generated), found=repr(reported))
+    rate, per_token = value["tokens_per_s"], value["ms_per_token"]
+    if not is_number(rate) or not math.isclose(float(rate), generated / latency, rel_tol=params.rate_tolerance):
+        return Verdict.failed(
+            f"tokens_per_s is {kind_of(rate)}, but {generated} new tokens in {number(latency, 's')} is {number(generated / latency)}.",
+            expected=number(generated / latency),
+            found=kind_of(rate),
+        )
+    expected_ms = 1000 * latency / max(generated, 1)
+    if not is_number(per_token) or not math.isclose(float(per_token), expected_ms, rel_tol=params.rate_tolerance):
+        seconds = is_number(per_token) and math.isclose(float(per_token), expected_ms / 1000, rel_tol=params.rate_tolerance)
+        return Verdict.failed(
+            f"ms_per_token is {kind_of(per_token)}, but {number(latency, 's')} over {generated} tokens is {number(expected_ms)} ms"
+            + (": it is in seconds; multiply by 1000." if seconds else "."),
+            expected=number(expected_ms),
+            found=kind_of(per_token),
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# build_prompt
+# --------------------------------------------------------------------------------------
+
+
+class PromptParams(Params):
+    """Hidden base texts and targets for build_prompt."""
+
+    model: str = Field("gpt2", description="Hub ID of the tokenizer.")
+    function: str = Field("build_prompt", description="The student's function.")
+    base_texts: list[str] = Field(min_length=1, description="Hidden base texts; some are drawn.")
+    targets: list[int] = Field([60, 300], min_length=2, max_length=2, description="Range [low, high] of target token counts.")
+    cases: int = Field(3, ge=1, description="How many (base text, target) cases are drawn.")
+    slack: int = Field(2, ge=0, description="Tokens a join may add beyond one repetition of the base text.")
+
+
+@check_kind("prompt_building", PromptParams)
+def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
+    """build_prompt reaches the target token count on hidden texts, without going a repetition past it."""
+    reference_tokenizer = context.models.tokenizer(params.model)
+
+    def count(text: str) -> int:
+        return len(reference_tokenizer(text)["input_ids"])
+
+    bases = context.rng.sample(params.base_texts, min(params.cases, len(params.base_texts)))
+    for base in bases:
+        target = context.rng.randint(*params.targets)
+        call = f"{params.function}(tokenizer, {base!r}, {target})"
+        prompt = context.returned(context.call(params.function, tokenizer(params.model), literal(base), literal(target)), call)
+        if not isinstance(prompt, str):
+            return Verdict.failed(f"{call} should return a string, but it returned {kind_of(prompt)}.", found=kind_of(prompt))
+        tokens = count(prompt)
+        if base.strip() not in prompt:
+            return Verdict.failed(
+                f"{call} returned a prompt that does not contain the base text: repeat base_text itself.",
+                expected=f"repetitions of {base!r}",
+                found=repr(prompt[:80]),
+            )
+        if tokens < target:
+            why = (
+                " It counts characters, not tokens: measure len(tokenizer(prompt)['input_ids'])."
+                if len(prompt) >= target
+                else " Keep repeating until the tokenized prompt reaches the target."
+            )
+            return Verdict.failed(
+                f"{call} returned a prompt of {tokens} tokens, short of the target {target}.{why}",
+                expected=f"at least {target} tokens",
+                found=f"{tokens} tokens",
+            )
+        limit = target + count(base) + params.slack
+        if tokens > limit:
+            return Verdict.failed(
+                f"{call} returned a prompt of {tokens} tokens, more than one repetition past the target {target}: "
+                "stop repeating as soon as the tokenized prompt reaches the target (count tokens with the tokenizer, "
+                "not words or characters).",
+                expected=f"{target} to {limit} tokens",
+                found=f"{tokens} tokens",
+            )
+    return Verdict.passed(f"{params.function} reaches the target token count on {len(bases)} hidden base texts.")
+
+
+# --------------------------------------------------------------------------------------
+# sweep_prompt_lengths
+# --------------------------------------------------------------------------------------
+
+SWEEP_COLUMNS = ("prompt_tokens", "latency_s", "tokens_per_s", "ms_per_token")
+
+
+class SweepParams(Params):
+    """A hidden prompt-length sweep: base text, target lengths and settings drawn at grading time."""
+
+    expect: Literal["rows", "settings", "plots"] = Field(description="What this check judges.")
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("sweep_prompt_lengths", description="The student's function.")
+    measure_function: str = Field("measure_generation", description="The student's measuring function.")
+    base_texts: list[str] = Field(min_length=1, description="Hidden base texts; one is drawn.")
+    lengths: list[list[int]] = Field(
+        [[8, 20], [40, 70], [100, 160]], min_length=2, description="Ranges the increasing target lengths are drawn from."
+    )
+    tokens: list[int] = Field([8, 16], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    use_cache: bool = Field(False, description="use_cache passed to the sweep (the default is True).")
+    rel_tolerance: float = Field(1e-6, gt=0, description="Relative tolerance when matching plotted data to the frame.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> SweepParams:
+        if any(len(pair) != 2 or pair[0] > pair[1] for pair in self.lengths):
+            raise ValueError("each entry of lengths must be a range [low, high]")
+        return self
+
+
+def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], int, CallOutcome]:
+    """The hidden sweep, called once per submission and shared by the sweep checks."""
+    rng = context.rng_for("sweep")
+    base = rng.choice(params.base_texts)
+    lengths = [rng.randint(low, high) for low, high in params.lengths]
+    max_new_tokens = rng.randint(*params.tokens)
+    key = f"sweep:{params.function}:{params.model}:{base}:{lengths}:{max_new_tokens}:{params.use_cache}"
+    if key not in context.memo:
+        context.memo[key] = context.call(
+            params.function,
+            model(model_spec(params.model)),
+            tokenizer(params.model),
+            literal(base),
+            literal(lengths),
+            literal(max_new_tokens),
+            literal(params.use_cache),
+            figures=True,
+        )
+    return lengths, max_new_tokens, context.memo[key]
+
+
+def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int], outcome: CallOutcome) -> Frame:
+    call = f"{params.function}(model, tokenizer, base_text, {lengths}, ...)"
+    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
+    if misuse is not None:
+        raise StopCheck(misuse)
+    frame = context.returned(outcome, call)
+    if not isinstance(frame, Frame):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return a pandas DataFrame, but it returned {kind_of(frame)}.",
+                expected="a DataFrame with one row per length",
+                found=kind_of(frame),
+            )
+        )
+    missing = [column for column in SWEEP_COLUMNS if column not in frame.columns]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"The sweep's DataFrame has no column {', '.join(missing)} (it has {', '.join(map(str, frame.columns))}).",
+                expected=", ".join(SWEEP_COLUMNS),
+                found=", ".join(map(str, frame.columns)),
+            )
+        )
+    if frame.length != len(lengths):
+        raise StopCheck(
+            Verdict.failed(
+                f"The sweep over {len(lengths)} lengths {lengths} returned {frame.length} rows: one row per length.",
+                expected=f"{len(lengths)} rows",
+                found=f"{frame.length} rows",
+            )
+        )
+    return frame
+
+
+def _timed_per_row(frame: Frame, outcome: CallOutcome) -> list[dict[str, Any] | None]:
+    """For each row, the last generate call whose prompt had that row's prompt_tokens."""
+    events = outcome.generate_events()
+    timed: list[dict[str, Any] | None] = []
+    for tokens in frame.column("prompt_tokens"):
+        matching = [e for e in events if e.get("input_shape") and is_number(tokens) and e["input_shape"][-1] == tokens]
+        timed.append(matching[-1] if matching else None)
+    return timed
+
+
+def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[dict[str, Any]]:
+    """The last generate call of each distinct prompt of at least ``shortest`` tokens (short warm-up prompts aside)."""
+    last: dict[tuple[int, ...], dict[str, Any]] = {}
+    for event in outcome.generate_events():
+        if event.get("input_shape") and event["input_shape"][-1] >= shortest:
+            key = tuple(event.get("input_ids") or ())
+            last.pop(key, None)
+            last[key] = event
+    return list(last.values())
+
+
+def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool:
+    """Whether the student's measure_generation itself ignores use_cache (charged in its own check)."""
+    key = f"measure-use-cache:{params.measure_function}:{params.model}"
+    if key not in context.memo:
+        outcome = context.call(
+            params.measure_function,
+            model(model_spec(params.model)),
+            tokenizer(params.model),
+            literal("Hello there, how are you?"),
+            literal(4),
+            literal(params.use_cache),
+        )
+        events = outcome.generate_events()
+        context.memo[key] = bool(events) and events[-1].get("use_cache") is not params.use_cache
+    return bool(context.memo[key])
+
+
+@check_kind("prompt_sweep", SweepParams)
+def prompt_sweep(context: CheckContext, params: SweepParams) -> Verdict:
+    """sweep_prompt_lengths: one row per length, the same settings in every timed call, two labelled plots."""
+    lengths, max_new_tokens, outcome = sweep_call(context, params)
+    frame = _sweep_frame(context, params, lengths, outcome)
+    prompt_tokens = frame.column("prompt_tokens")
+    timed = _timed_per_row(frame, outcome)
+    measured = sorted({e["input_shape"][-1] for e in outcome.generate_events() if e.get("input_shape")})
+
+    if params.expect == "rows":
+        for column in SWEEP_COLUMNS:
+            bad = [v for v in frame.column(column) if not is_number(v) or float(v) <= 0]
+            if bad:
+                return Verdict.failed(
+                    f"Column {column} of the sweep should hold positive numbers, but it holds {kind_of(bad[0])}.",
+                    found=kind_of(bad[0]),
+                )
+        if any(event is None for event in timed):
+            targets = [length for length, event in zip(lengths, timed, strict=True) if event is None]
+            reported = [tokens for tokens, event in zip(prompt_tokens, timed, strict=True) if event is None]
+            return Verdict.failed(
+                f"prompt_tokens reads {reported}, but no generate call had a prompt of that many tokens "
+                f"(the prompts measured had {measured} tokens; targets {targets}): report the tokenized length "
+                "of the prompt that was measured.",
+                expected=f"prompt lengths among {measured}",
+                found=str(reported),
+            )
+        return Verdict.passed(f"The sweep returns one row per length with {', '.join(SWEEP_COLUMNS)}.")
+
+    if params.expect == "settings":
+        problems = []
+        drops_cache = None
+        for event in _timed_per_prompt(outcome, min(lengths)):
+            tokens = event["input_shape"][-1]
+            if event.get("max_new_tokens") != max_new_tokens:
+                problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event.get('max_new_tokens')}")
+            if event.get("use_cache") is not params.use_cache:
+                drops_cache = _measure_drops_use_cache(context, params) if drops_cache is None else drops_cache
+                if not drops_cache:
+                    problems.append(f"the {tokens}-token prompt ran with use_cache={event.get('use_cache')}")
+        if problems:
+            return Verdict.failed(
+                f"Called with max_new_tokens={max_new_tokens} and use_cache={params.use_cache}, {'; '.join(problems)}: "
+                "pass both to every measurement so the rows are comparable.",
+                expected=f"max_new_tokens={max_new_tokens}, use_cache={params.use_cache} in every timed generate",
+                found="; ".join(problems),
+            )
+        note = " (measure_generation itself drops use_cache, which is charged in its own check)" if drops_cache else ""
+        return Verdict.passed(f"Every timed generate of the sweep used the same max_new_tokens and use_cache{note}.")
+
+    return _judge_plots(params, frame, lengths, outcome)
+
+
+def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
+    return (
+        a is not None
+        and len(a) == len(b)
+        and all(x is not None and math.isclose(x, y, rel_tol=rel, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
+    )
+
+
+def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome: CallOutcome) -> Verdict:
+    figures = outcome.figure_events()
+    axes = [ax for figure in figures for ax in figure.get("axes", [])]
+    if not axes:
+        return Verdict.failed(
+            f"{params.function} drew no figure: plot latency and tokens/s against prompt length with matplotlib.",
+            expected="two plots",
+            found="no figure",
+        )
+    xs = [[float(v) for v in frame.column("prompt_tokens")], [float(v) for v in lengths]]
+    latency = [float(v) for v in frame.column("latency_s")]
+    wanted = {
+        "latency": [latency, [1000 * v for v in latency]],
+        "tokens/s": [[float(v) for v in frame.column("tokens_per_s")]],
+    }
+    found: dict[str, dict[str, Any]] = {}
+    for name, ys in wanted.items():
+        for ax in axes:
+            for series in ax.get("series", []):
+                if any(_close(series.get("y"), y, params.rel_tolerance) for y in ys) and any(
+                    _close(series.get("x"), x, params.rel_tolerance) for x in xs
+                ):
+                    found.setdefault(name, ax)
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        return Verdict.failed(
+            f"No plot shows {' or '.join(missing)} against prompt length (the figures drew {len(axes)} axes): "
+            "plot the sweep's columns with prompt_tokens on the x axis.",
+            expected="latency_s vs prompt_tokens and tokens_per_s vs prompt_tokens",
+            found=f"{len(axes)} axes, none with that data",
+        )
+    unlabelled = [
+        f"the {name} plot has no {' or '.join(a for a in ('xlabel', 'ylabel') if not str(ax.get(a, '')).strip())}"
+        for name, ax in found.items()
+        if not str(ax.get("xlabel", "")).strip() or not str(ax.get("ylabel", "")).strip()
+    ]
+    if unlabelled:
+        return Verdict.failed(
+            f"{'; '.join(unlabelled).capitalize()}: label both axes with what they show and their units "
+            "(ax.set_xlabel('Prompt length (tokens)'), ax.set_ylabel('Latency (s)')).",
+            expected="labelled x and y axes on both plots",
+            found="; ".join(unlabelled),
+        )
+    return Verdict.passed("The sweep plots latency and tokens/s against prompt length, with labelled axes.")
+
+
+# --------------------------------------------------------------------------------------
+# sweep_precisions
+# --------------------------------------------------------------------------------------
+
+
+class PrecisionSweepParams(Params):
+    """A hidden precision sweep."""
+
+    expect: Literal["keys", "settings", "fp16_cuda"] = Field(description="What this check judges.")
+    model: str = Field("gpt2", description="The one candidate passed.")
+    function: str = Field("sweep_precisions", description="The student's function.")
+    precisions: list[str] = Field(["float32", "float16"], min_length=1, description="Precisions passed.")
+    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn.")
+    tokens: list[int] = Field([8, 16], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+
+
+def precision_sweep_call(context: CheckContext, params: PrecisionSweepParams) -> tuple[str, int, CallOutcome]:
+    """The hidden precision sweep, called once per submission and shared by its checks."""
+    rng = context.rng_for("precision-sweep")
+    prompt, max_new_tokens = rng.choice(params.prompts), rng.randint(*params.tokens)
+    key = f"precision-sweep:{params.function}:{params.model}:{params.precisions}:{prompt}:{max_new_tokens}"
+    if key not in context.memo:
+        context.memo[key] = context.call(
+            params.function, literal([params.model]), literal(list(params.precisions)), literal(prompt), literal(max_new_tokens)
+        )
+    return prompt, max_new_tokens, context.memo[key]
+
+
+def _segments(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Generate calls split where the model or its dtype changes: one segment per precision measured."""
+    segments: list[list[dict[str, Any]]] = []
+    for event in events:
+        if segments and (segments[-1][-1].get("model_serial"), segments[-1][-1].get("model_dtype")) == (
+            event.get("model_serial"),
+            event.get("model_dtype"),
+        ):
+            segments[-1].append(event)
+        else:
+            segments.append([event])
+    return segments
+
+
+@check_kind("precision_sweep", PrecisionSweepParams)
+def precision_sweep(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
+    """sweep_precisions: keyed by dtype label, the same prompt and max_new_tokens for each, float16 on CUDA."""
+    prompt, max_new_tokens, outcome = precision_sweep_call(context, params)
+    call = f"{params.function}([{params.model!r}], {params.precisions!r}, {prompt!r}, {max_new_tokens})"
+    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
+    if misuse is not None:
+        return misuse
+    value = context.returned(outcome, call)
+    if not isinstance(value, dict):
+        return Verdict.failed(f"{call} should return a dict keyed by dtype label, but it returned {kind_of(value)}.")
+    device = "cuda" if context.on_cuda else "cpu"
+    resolved = {precision: student_resolution(context, precision, device) for precision in params.precisions}
+
+    if params.expect == "keys":
+        labels = {label for _, label in resolved.values()}
+        if set(value) != labels:
+            requested = set(value) == set(params.precisions)
+            return Verdict.failed(
+                f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"
+                + (
+                    ": key each result by the label resolve_precision gives, not by the precision requested."
+                    if requested
+                    else "."
+                ),
+                expected=str(sorted(labels)),
+                found=str(sorted(map(str, value))),
+            )
+        bad = [key for key, metrics in value.items() if not isinstance(metrics, dict) or not set(METRICS) <= set(metrics)]
+        if bad:
+            return Verdict.failed(
+                f"The result under {bad[0]!r} is {kind_of(value[bad[0]])}, not measure_generation's metrics ({', '.join(METRICS)}).",
+                expected="the dict measure_generation returns",
+                found=kind_of(value[bad[0]]),
+            )
+        return Verdict.passed(f"The precision sweep is keyed by the dtype labels {sorted(labels)}.")
+
+    segments = _segments(outcome.generate_events())
+    if not segments:
+        return Verdict.failed(f"{call} never called model.generate.", found="no generate call")
+    timed = [segment[-1] for segment in segments]
+    if params.expect == "fp16_cuda":
+        wanted = [p for p in params.precisions if resolved[p][0] == "torch.float16"]
+        dtypes = [event.get("model_dtype") for event in timed]
+        if wanted and "torch.float16" not in dtypes:
+            return Verdict.failed(
+                f"On CUDA, no timed generate of the precision sweep ran a float16 model (dtypes {dtypes}): "
+                "load the model in float16 (or move it with model.to(torch.float16)) for the float16 run.",
+                expected="a float16 model for the float16 run",
+                found=str(dtypes),
+            )
+        return Verdict.passed("On CUDA, the float16 run really uses a float16 model.")
+    problems = []
+    prompts = {tuple(event.get("input_ids") or ()) for event in timed}
+    if len(prompts) > 1:
+        problems.append(f"the timed calls used {len(prompts)} different prompts")
+    tokens = sorted({str(event.get("max_new_tokens")) for event in timed})
+    if tokens != [str(max_new_tokens)]:
+        problems.append(f"max_new_tokens was {', '.join(tokens)}")
+    if problems:
+        return Verdict.failed(
+            f"Called with max_new_tokens={max_new_tokens}, {'; '.join(problems)}: measure every precision with the same "
+            "prompt and max_new_tokens, or the comparison is not fair.",
+            expected=f"one prompt, max_new_tokens={max_new_tokens} in every timed generate",
+            found="; ".join(problems),
+        )
+    return Verdict.passed("Every precision is measured with the same prompt and max_new_tokens.")

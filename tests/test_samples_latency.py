@@ -1,0 +1,70 @@
+"""The instructor's story for `latency`: every sample graded as it should be.
+
+One real `grade` run over submissions/latency: the solution at full marks (its GPU checks
+skipped on a CPU-only machine), the starter at zero, and each sample mistake losing exactly the
+points of its mistake, with feedback naming it and the seed's doc links.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.contract import results, run_grade
+
+MISTAKES: dict[str, tuple[set[str], str]] = {
+    "mistake-precision-case": ({"precision-names"}, "accept any capitalisation"),
+    "mistake-no-cpu-fallback": ({"precision-cpu-fallback"}, "float16 must fall back to float32"),
+    "mistake-raises-too-early": ({"loader-fallthrough"}, "raised RuntimeError"),
+    "mistake-no-warmup": ({"measure-warmup"}, "calls model.generate only once"),
+    "mistake-warmup-in-timer": ({"measure-latency"}, "The timer surrounds 2 generate calls"),
+    "mistake-timer-includes-tokenizing": ({"measure-latency"}, "includes tokenizing the prompt"),
+    "mistake-assumes-max-new-tokens": ({"measure-new-tokens"}, "but the model stopped after"),
+    "mistake-characters-not-tokens": ({"build-prompt"}, "It counts characters, not tokens"),
+    "mistake-unlabelled-plots": ({"sweep-plots"}, "has no xlabel or ylabel"),
+    "mistake-keys-by-request": ({"precision-sweep-keys"}, "not by the precision requested"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
+    out = tmp_path_factory.mktemp("graded")
+    run_grade(str(root / "submissions" / "latency"), "--out", str(out), cwd=root)
+    return out
+
+
+def test_solution_gets_full_marks(graded: Path) -> None:
+    solution = results(graded, "solution")
+    assert solution.score == solution.max_score == 23
+    outcomes = {check_id: test.extra_data["outcome"] for check_id, test in solution.by_id().items()}
+    assert {check_id for check_id, outcome in outcomes.items() if outcome == "skipped"} == {
+        "measure-cuda-sync",
+        "precision-sweep-fp16-cuda",
+    }
+    assert {outcome for outcome in outcomes.values() if outcome != "skipped"} <= {"passed", "manual"}
+
+
+def test_starter_scores_zero(graded: Path) -> None:
+    starter = results(graded, "starter")
+    assert starter.score == 0
+    assert "NotImplementedError" in starter.by_id()["measure-latency"].output
+
+
+@pytest.mark.parametrize("sample", sorted(MISTAKES))
+def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> None:
+    expected_losses, words = MISTAKES[sample]
+    result = results(graded, sample)
+    assert result.losing() == expected_losses
+    for check_id in expected_losses:
+        output = result.by_id()[check_id].output
+        assert words in output, output
+
+
+def test_timing_feedback_links_the_seeds_docs(graded: Path) -> None:
+    output = results(graded, "mistake-warmup-in-timer").by_id()["measure-latency"].output
+    assert "https://huggingface.co/docs/transformers/en/main_classes/text_generation" in output
+    assert "https://pytorch.org/docs/stable/generated/torch.cuda.synchronize.html" in output
+    page = (graded / "mistake-unlabelled-plots" / "feedback.html").read_text()
+    assert "has no xlabel or ylabel" in page and "https://matplotlib.org/stable/users/explain/quick_start.html" in page
+    assert "latency_s is the timed generate call" not in page  # a hidden check
