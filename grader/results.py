@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
+
 from grader.checks.base import GradedBy, Outcome
 from grader.execute import CellProblem
 
@@ -75,6 +77,7 @@ class SubmissionResult:
     source: str
     assignment: str | None
     title: str = ""
+    student: str | None = None  # the LMS's student id, when the submission's naming gives one
     checks: tuple[CheckResult, ...] = ()
     cell_problems: tuple[CellProblem, ...] = ()
     figures: tuple[Figure, ...] = ()
@@ -222,6 +225,26 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+_RESULT_ADAPTER: TypeAdapter[SubmissionResult] | None = None
+
+
+def _adapter() -> TypeAdapter[SubmissionResult]:
+    global _RESULT_ADAPTER
+    if _RESULT_ADAPTER is None:
+        _RESULT_ADAPTER = TypeAdapter(SubmissionResult)
+    return _RESULT_ADAPTER
+
+
+def result_to_json(result: SubmissionResult) -> str:
+    """The whole result as JSON (the gradebook stores it; workers send it to the main process)."""
+    return _adapter().dump_json(result).decode("utf-8")
+
+
+def result_from_json(text: str | bytes) -> SubmissionResult:
+    """A result back from :func:`result_to_json`'s JSON, validated."""
+    return _adapter().validate_json(text)
+
+
 def write_results_json(result: SubmissionResult, path: Path) -> None:
     """Write one submission's results.json."""
     write_atomically(path, json.dumps(gradescope_json(result), indent=2, ensure_ascii=False) + "\n")
@@ -237,7 +260,17 @@ def grades_csv(results: Sequence[SubmissionResult]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(
-        ["submission", "assignment", "score", "max_score", "manual_points_pending", "manual_points_max", "status", *check_ids]
+        [
+            "submission",
+            "student",
+            "assignment",
+            "score",
+            "max_score",
+            "manual_points_pending",
+            "manual_points_max",
+            "status",
+            *check_ids,
+        ]
     )
     for result in results:
         by_id = {check.check_id: check for check in result.checks}
@@ -245,6 +278,7 @@ def grades_csv(results: Sequence[SubmissionResult]) -> str:
         writer.writerow(
             [
                 result.submission_id,
+                result.student or "",
                 result.assignment or "",
                 f"{result.score:g}",
                 f"{result.max_score:g}",
