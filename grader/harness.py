@@ -79,6 +79,14 @@ def literal(value: Any) -> dict[str, Any]:
     return {"$lit": value}
 
 
+def model_spec(hub_id: str, quantization: str = "none", device: str = "auto", dtype: str = "auto") -> dict[str, Any]:
+    """The JSON spec the kernel and the grader's reference side both load a model from.
+
+    ``dtype="auto"`` is float16 on CUDA and float32 on the CPU (see ``runtime.load_kwargs``).
+    """
+    return {"hub_id": hub_id, "quantization": quantization, "dtype": dtype, "device": device}
+
+
 def model(spec: dict[str, Any]) -> dict[str, Any]:
     """A model loaded in the kernel from a spec (cached there for the session)."""
     return {"$model": spec}

@@ -61,3 +61,21 @@ def run_grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 def results(out: Path, submission: str) -> GradescopeResults:
     """A submission's results.json, validated against the schema."""
     return GradescopeResults.model_validate(json.loads((out / submission / "results.json").read_text()))
+
+
+def grade_samples(tmp_path_factory: Any, root: Path, assignment: str) -> Path:
+    """Run the real `grade` command once on an assignment's sample submissions; the output folder."""
+    out: Path = tmp_path_factory.mktemp(f"graded-{assignment}")
+    run_grade(str(root / "submissions" / assignment), "--out", str(out), cwd=root)
+    return out
+
+
+def assert_loses_exactly(out: Path, sample: str, expected_losses: set[str], words: str) -> GradescopeResults:
+    """The sample loses the points of exactly these checks, each failing with a message holding ``words``."""
+    result = results(out, sample)
+    assert result.losing() == expected_losses
+    for check_id in expected_losses:
+        test = result.by_id()[check_id]
+        assert test.status == "failed" and words in test.output, test.output
+    assert result.score == result.max_score - sum(result.by_id()[c].max_score for c in expected_losses)
+    return result

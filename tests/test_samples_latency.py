@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import results, run_grade
+from tests.contract import assert_loses_exactly, grade_samples, results
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-precision-case": ({"precision-names"}, "accept any capitalisation"),
@@ -29,9 +29,8 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
-    out = tmp_path_factory.mktemp("graded")
-    run_grade(str(root / "submissions" / "latency"), "--out", str(out), cwd=root)
-    return out
+    """Run the real `grade` command on the latency samples once for this module."""
+    return grade_samples(tmp_path_factory, root, "latency")
 
 
 def test_solution_gets_full_marks(graded: Path) -> None:
@@ -53,12 +52,7 @@ def test_starter_scores_zero(graded: Path) -> None:
 
 @pytest.mark.parametrize("sample", sorted(MISTAKES))
 def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> None:
-    expected_losses, words = MISTAKES[sample]
-    result = results(graded, sample)
-    assert result.losing() == expected_losses
-    for check_id in expected_losses:
-        output = result.by_id()[check_id].output
-        assert words in output, output
+    assert_loses_exactly(graded, sample, *MISTAKES[sample])
 
 
 def test_timing_feedback_links_the_seeds_docs(graded: Path) -> None:

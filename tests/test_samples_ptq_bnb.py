@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import results, run_grade
+from tests.contract import assert_loses_exactly, grade_samples, results
 
 # sample -> (checks that lose points, words the failing message must contain)
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -28,9 +28,7 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
     """Run the real `grade` command on the ptq-bnb samples once for this module."""
-    out = tmp_path_factory.mktemp("graded")
-    run_grade(str(root / "submissions" / "ptq-bnb"), "--out", str(out), cwd=root)
-    return out
+    return grade_samples(tmp_path_factory, root, "ptq-bnb")
 
 
 def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> None:
@@ -73,14 +71,8 @@ def test_starter_scores_zero_and_says_why(graded: Path) -> None:
 
 @pytest.mark.parametrize("sample", sorted(MISTAKES))
 def test_each_mistake_loses_exactly_its_points_and_is_named(graded: Path, sample: str) -> None:
-    expected_losses, words = MISTAKES[sample]
-    result = results(graded, sample)
-    assert result.losing() == expected_losses
-    for check_id in expected_losses:
-        test = result.by_id()[check_id]
-        assert test.status == "failed"
-        assert words in test.output, test.output
-    assert result.score == 25 - sum(result.by_id()[c].max_score for c in expected_losses)
+    result = assert_loses_exactly(graded, sample, *MISTAKES[sample])
+    assert result.max_score == 25
 
 
 def test_unwritten_analysis_fails_automatically(graded: Path) -> None:

@@ -18,15 +18,10 @@ from pydantic import Field, model_validator
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
 from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
-from grader.harness import CallOutcome, ExceptionInfo, literal, model, tokenizer
+from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
 TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed model.generate call"
-
-
-def model_spec(hub_id: str, device: str = "auto") -> dict[str, Any]:
-    """The float32 model a timing call receives."""
-    return {"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": device}
 
 
 # --------------------------------------------------------------------------------------
@@ -342,7 +337,7 @@ def _measure(
 ) -> tuple[CallOutcome, dict[str, Any]]:
     outcome = context.call(
         params.function,
-        model(model_spec(params.model, device)),
+        model(model_spec(params.model, device=device, dtype="float32")),
         tokenizer(params.model),
         literal(prompt),
         literal(max_new_tokens),
@@ -585,7 +580,7 @@ def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], i
     if key not in context.memo:
         context.memo[key] = context.call(
             params.function,
-            model(model_spec(params.model)),
+            model(model_spec(params.model, dtype="float32")),
             tokenizer(params.model),
             literal(base),
             literal(lengths),
@@ -657,7 +652,7 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
     if key not in context.memo:
         outcome = context.call(
             params.measure_function,
-            model(model_spec(params.model)),
+            model(model_spec(params.model, dtype="float32")),
             tokenizer(params.model),
             literal("Hello there, how are you?"),
             literal(4),

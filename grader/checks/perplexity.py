@@ -19,17 +19,12 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
-from grader.harness import CallOutcome, literal, model, tokenizer
+from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.quiet import quiet_libraries
 from grader.values import Model, Tokenizer, is_number, kind_of
 from grader.zoo.build import CORPUS_PATH, read_documents
 
 GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total number of predicted tokens, then take exp"
-
-
-def model_spec(hub_id: str, device: str = "auto") -> dict[str, Any]:
-    """The spec both sides load a float32 model from."""
-    return {"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": device}
 
 
 # --------------------------------------------------------------------------------------
@@ -184,7 +179,11 @@ def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[s
     key = "evaluation:" + json.dumps([params.function, params.model, texts, batch_size])
     if key not in context.memo:
         context.memo[key] = context.call(
-            params.function, model(model_spec(params.model)), tokenizer(params.model), literal(texts), literal(batch_size)
+            params.function,
+            model(model_spec(params.model, dtype="float32")),
+            tokenizer(params.model),
+            literal(texts),
+            literal(batch_size),
         )
     return texts, batch_size, context.memo[key]
 
@@ -321,7 +320,7 @@ def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
     key = "variants:" + json.dumps([params.model, texts, batch_size])
     if key not in context.memo:
         with quiet_libraries():
-            reference = context.models.model(model_spec(params.model)), context.models.tokenizer(params.model)
+            reference = context.models.model(model_spec(params.model, dtype="float32")), context.models.tokenizer(params.model)
             context.memo[key] = loss_variants(*reference, texts, batch_size)
     variants = context.memo[key]
     where = f"on {len(texts)} texts in batches of {batch_size}"
@@ -471,7 +470,7 @@ def _timing_call(
 ) -> tuple[CallOutcome, dict[str, Any]]:
     outcome = context.call(
         params.function,
-        model(model_spec(params.model, device)),
+        model(model_spec(params.model, device=device, dtype="float32")),
         tokenizer(params.model),
         literal(prompt),
         literal(max_new_tokens),

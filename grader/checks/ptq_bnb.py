@@ -17,16 +17,11 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
-from grader.harness import CallOutcome, literal, model, tokenizer
+from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
 Quantization = Literal["none", "int8", "nf4", "fp4"]
 MB = 1024**2
-
-
-def model_spec(hub_id: str, quantization: str = "none", device: str = "auto") -> dict[str, Any]:
-    """The spec both sides load a model from (see ``runtime.load_kwargs``)."""
-    return {"hub_id": hub_id, "quantization": quantization, "device": device}
 
 
 # --------------------------------------------------------------------------------------

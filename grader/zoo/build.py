@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -74,20 +76,16 @@ class ModelZoo:
         self.models = models
         self.corpus_path = corpus_path
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """A hash of everything the built files depend on."""
-        import tokenizers
-        import torch
-        import transformers
-
+        """A hash of everything the built files depend on (versions read without importing torch)."""
         recipe = {
             "format": ZOO_FORMAT,
             "corpus": self.corpus_path.read_text(encoding="utf-8"),
             "models": [asdict(model) for model in self.models],
-            "torch": torch.__version__.split("+")[0],
-            "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__,
+            "torch": importlib.metadata.version("torch").split("+")[0],
+            "transformers": importlib.metadata.version("transformers"),
+            "tokenizers": importlib.metadata.version("tokenizers"),
         }
         digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
         return digest[:16]
