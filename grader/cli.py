@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,46 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from grader import __version__
-from grader.errors import GraderError, UsageError
+from grader.errors import GraderError
 
 if TYPE_CHECKING:
+    from grader.batch import BatchOutcome
     from grader.results import SubmissionResult
-
-SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git"}
-
-
-@dataclass(frozen=True)
-class Found:
-    """A notebook to grade and the id its results are filed under."""
-
-    submission_id: str
-    path: Path
-
-
-def find_submissions(paths: Sequence[Path]) -> list[Found]:
-    """Notebooks under the given files and folders, with ids from their paths (unique)."""
-    found: list[Found] = []
-    for path in paths:
-        if not path.exists():
-            raise UsageError(f"{path} does not exist")
-        if path.is_dir():
-            notebooks = sorted(
-                candidate
-                for candidate in path.rglob("*.ipynb")
-                if not SKIPPED_FOLDERS.intersection(candidate.relative_to(path).parts) and candidate.is_file()
-            )
-            if not notebooks:
-                raise UsageError(f"{path} holds no .ipynb notebooks")
-            found += [Found(notebook.relative_to(path).with_suffix("").as_posix(), notebook) for notebook in notebooks]
-        else:
-            found.append(Found(path.stem, path))
-    seen: dict[str, int] = {}
-    unique = []
-    for item in found:
-        count = seen.get(item.submission_id, 0) + 1
-        seen[item.submission_id] = count
-        unique.append(item if count == 1 else Found(f"{item.submission_id}-{count}", item.path))
-    return unique
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,6 +51,20 @@ def find_submissions(paths: Sequence[Path]) -> list[Found]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
 )
+@click.option(
+    "-j",
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Notebooks graded at once, each in its own worker process (default: from the CPUs and free memory).",
+)
+@click.option("--force", is_flag=True, help="Regrade every submission, even those the gradebook holds unchanged.")
+@click.option(
+    "--layout",
+    type=click.Choice(["auto", "paths", "per-student", "canvas"]),
+    default="auto",
+    show_default=True,
+    help="How submissions are laid out: notebooks named by path, a folder per student, or Canvas's download naming.",
+)
 @click.option("--keep-workdirs", is_flag=True, help="Keep each notebook's temporary working folder (for debugging).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the summary table.")
 @click.version_option(__version__, prog_name="grade")
@@ -97,22 +76,42 @@ def main(
     real_models: bool,
     seed: int | None,
     cache_dir: Path | None,
+    workers: int | None,
+    force: bool,
+    layout: str,
     keep_workdirs: bool,
     quiet: bool,
 ) -> None:
     """Grade notebooks: a notebook, or folders of them (LMS exports included).
 
     Writes, per submission, OUT/<id>/results.json (Gradescope format), feedback.html (what the
-    student sees) and feedback-instructor.html; for the class, OUT/summary.html and
-    OUT/grades.csv.
+    student sees) and feedback-instructor.html; for the class, OUT/summary.html, OUT/grades.csv
+    and the gradebook OUT/gradebook.sqlite. A second run skips unchanged submissions.
     """
     console = Console(stderr=True, quiet=quiet)
     try:
-        results = _grade(paths, assignment, out_dir, course_dir, real_models, seed, cache_dir, keep_workdirs, console)
+        with tempfile.TemporaryDirectory(prefix="llm-grader-unpacked-") as unpacked:
+            outcome = _grade(
+                paths,
+                assignment,
+                out_dir,
+                course_dir,
+                real_models,
+                seed,
+                cache_dir,
+                workers,
+                force,
+                layout,
+                keep_workdirs,
+                Path(unpacked),
+                console,
+            )
     except GraderError as error:
         Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)
-    Console().print(_summary_table(results, out_dir))
+    for notice in outcome.notices:
+        console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
+    Console().print(_summary_table(outcome.results, out_dir))
 
 
 def _grade(
@@ -123,14 +122,18 @@ def _grade(
     real_models: bool,
     seed: int | None,
     cache_dir: Path | None,
+    workers: int | None,
+    force: bool,
+    layout: str,
     keep_workdirs: bool,
+    unpacked: Path,
     console: Console,
-) -> list[SubmissionResult]:
+) -> BatchOutcome:
     # Imported here so that `grade --help` answers without loading torch.
+    from grader.batch import BatchOptions, grade_batch
     from grader.checks import load_registry
     from grader.course import Course, find_course_root
-    from grader.grading import Grader, GradingSettings
-    from grader.output import write_class_reports, write_submission
+    from grader.submissions import find_submissions
     from grader.zoo import ModelZoo
 
     course = Course(find_course_root(course_dir), load_registry())
@@ -138,15 +141,25 @@ def _grade(
         course.assignment(assignment)
     else:
         course.all()  # a broken rubric stops the run before anything is graded
-    submissions = find_submissions(paths)
-    zoo = None
+    discovery = find_submissions(paths, layout=layout, extract_to=unpacked)
+    zoo_key = ""
     if not real_models:
         zoo = ModelZoo(cache_dir)
         if not (zoo.root / "complete.json").exists():
             console.print("Building the tiny model zoo (once per machine, about 10 s)…")
-        zoo.ensure_built()
-    grader = Grader(course, zoo, GradingSettings(real_models=real_models, seed=seed, keep_workdirs=keep_workdirs))
-    results = []
+        zoo.ensure_built()  # once, here, before any worker starts
+        zoo_key = zoo.key
+    options = BatchOptions(
+        out_dir=out_dir,
+        assignment=assignment,
+        real_models=real_models,
+        zoo_key=zoo_key,
+        cache_dir=cache_dir,
+        seed=seed,
+        keep_workdirs=keep_workdirs,
+        workers=workers,
+        force=force,
+    )
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -155,16 +168,15 @@ def _grade(
         console=console,
         transient=False,
     ) as progress:
-        task = progress.add_task("Grading", total=len(submissions))
-        for submission in submissions:
-            progress.update(task, description=f"Grading {submission.submission_id}")
-            result = grader.grade(submission.path, submission.submission_id, assignment)
-            write_submission(result, out_dir)
-            results.append(result)
-            write_class_reports(results, out_dir)
+        task = progress.add_task("Grading", total=len(discovery.found))
+
+        def advance(result: SubmissionResult, reused: bool) -> None:
+            progress.update(task, description=f"{'Unchanged' if reused else 'Graded'} {result.submission_id}")
             progress.advance(task)
-        progress.update(task, description="Graded")
-    return results
+
+        outcome = grade_batch(discovery.found, course, options, advance, discovery.notices)
+        progress.update(task, description=f"Graded ({outcome.graded} graded, {outcome.reused} unchanged)")
+    return outcome
 
 
 def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:

@@ -84,24 +84,45 @@ class KernelSession:
         env: Mapping[str, str],
         startup_timeout: float = 60.0,
         interrupt_grace_s: float = 5.0,
+        preload: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
         self.env = dict(env)
         self.startup_timeout = startup_timeout
         self.interrupt_grace_s = interrupt_grace_s
+        self.preload = preload
         self._runtime_dir = Path(tempfile.mkdtemp(prefix="llm-grader-kernel-"))
         self._client: NotebookClient | None = None
         self._km: AsyncKernelManager | None = None
+        self._connected = False
         self.dead_reason: str | None = None
+        self.launched_at: float | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
     def __enter__(self) -> KernelSession:
+        if self._km is None:
+            self.launch()
+        self.connect()
+        return self
+
+    def launch(self) -> KernelSession:
+        """Start the kernel process and return at once (it starts up, and preloads, on its own).
+
+        ``preload`` names modules the kernel imports before it answers (``sys.modules`` only: no
+        name is bound in the user's namespace), so a kernel launched ahead of time is warm when
+        its submission comes: ``import torch`` then costs nothing in the notebook.
+        """
         kernels = self._runtime_dir / "kernels" / KERNEL_NAME
         kernels.mkdir(parents=True)
+        argv = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        if self.preload:
+            # One statement line ending in None: imported, nothing displayed, no name bound.
+            line = "; ".join(f"__import__({module!r})" for module in self.preload) + "; None"
+            argv.append(f"--IPKernelApp.exec_lines={json.dumps([line])}")
         spec = {
             # This very interpreter, so the notebook sees the grader's pinned libraries.
-            "argv": [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": argv,
             "display_name": "LLM grader (Python)",
             "language": "python",
         }
@@ -129,10 +150,24 @@ class KernelSession:
         )
         try:
             self._client.start_new_kernel(cwd=str(self.workdir), env=self.env)
-            self._client.start_new_kernel_client()
         except Exception as error:
             self.close()
             raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
+        self.launched_at = time.monotonic()
+        return self
+
+    def connect(self) -> KernelSession:
+        """Wait until the launched kernel answers (at most ``startup_timeout`` seconds)."""
+        if self._connected:
+            return self
+        client = self._require_client()
+        client.startup_timeout = int(self.startup_timeout)
+        try:
+            client.start_new_kernel_client()
+        except Exception as error:
+            self.close()
+            raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
+        self._connected = True
         return self
 
     def __exit__(
@@ -384,6 +419,12 @@ def _cell_errors(index: int, cell: Any) -> list[CellProblem]:
 def prepare_workdir(notebook_path: Path, given_files: list[Path], parent: Path | None = None) -> Path:
     """A temporary working copy: the notebook and the files the assignment gives, nothing else."""
     workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-", dir=parent))
+    populate_workdir(workdir, notebook_path, given_files)
+    return workdir
+
+
+def populate_workdir(workdir: Path, notebook_path: Path, given_files: list[Path]) -> None:
+    """Copy the notebook and the files the assignment gives into an (empty) working folder."""
     shutil.copy2(notebook_path, workdir / notebook_path.name)
     for path in given_files:
         target = workdir / path.name
@@ -391,4 +432,48 @@ def prepare_workdir(notebook_path: Path, given_files: list[Path], parent: Path |
             shutil.copytree(path, target)
         else:
             shutil.copy2(path, target)
-    return workdir
+
+
+# Modules a kernel imports before it answers: what nearly every notebook of the course imports,
+# and what the grader's runtime patches. Only ``sys.modules`` changes; no name is bound.
+PRELOAD = ("torch", "transformers", "transformers.generation.utils", "transformers.modeling_utils")
+
+
+class KernelSupply:
+    """Kernels for submissions, one each, never reused: with ``warm``, the next one is launched
+    (and imports torch and transformers) while the current submission is graded.
+
+    Each kernel gets a fresh, empty working folder; the submission's files are copied into it
+    when it is taken, so a kernel can start before anyone knows which submission it will run.
+    """
+
+    def __init__(self, env: Mapping[str, str], warm: bool = True, preload: tuple[str, ...] = PRELOAD) -> None:
+        self.env = dict(env)
+        self.warm = warm
+        self.preload = preload
+        self._next: KernelSession | None = None
+
+    def _launch(self) -> KernelSession:
+        workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
+        try:
+            return KernelSession(workdir, self.env, preload=self.preload).launch()
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+
+    def take(self, warm_next: bool = True) -> KernelSession:
+        """A launched kernel for one submission (connect it with ``with session:``)."""
+        session, self._next = self._next, None
+        if session is None or session.launched_at is None:
+            session = self._launch()
+        if self.warm and warm_next:
+            with contextlib.suppress(KernelError):  # a failed warm start costs only its time
+                self._next = self._launch()
+        return session
+
+    def close(self) -> None:
+        """Stop the kernel kept warm, if any, and remove its working folder."""
+        if self._next is not None:
+            self._next.close()
+            shutil.rmtree(self._next.workdir, ignore_errors=True)
+            self._next = None

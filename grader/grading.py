@@ -9,6 +9,7 @@ comparing them with the reference in this process), and the verdicts become a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import random
@@ -26,7 +27,7 @@ from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.course import Assignment, Course
 from grader.errors import GraderError
-from grader.execute import ExecutionRecord, KernelSession, prepare_workdir
+from grader.execute import ExecutionRecord, KernelSupply, populate_workdir
 from grader.harness import Harness
 from grader.notebook import Identification, identify_assignment, read_notebook
 from grader.reference import ReferenceModels
@@ -34,6 +35,7 @@ from grader.results import CheckResult, Figure, SubmissionResult
 from grader.rubric import CheckSpec
 from grader.zoo import ModelZoo
 
+INTERNAL_ERROR = "internal grader error"  # results saying this are regraded by the next run
 MAX_FIGURES = 24
 MAX_FIGURE_BYTES = 3 * 1024 * 1024
 
@@ -45,6 +47,8 @@ class GradingSettings:
     real_models: bool = False
     seed: int | None = None  # None: a fresh random seed per run (recorded in each result)
     keep_workdirs: bool = False
+    warm_kernels: bool = True  # launch the next submission's kernel while one is graded
+    kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
 
 
 class Grader:
@@ -57,6 +61,17 @@ class Grader:
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self.models = ReferenceModels(zoo)
         self._references: dict[str, ModuleType] = {}
+        self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels)
+
+    def close(self) -> None:
+        """Stop the kernel kept warm for a next submission."""
+        self.kernels.close()
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---------------------------------------------------------------- identification
 
@@ -70,13 +85,23 @@ class Grader:
 
     # ---------------------------------------------------------------- grading
 
-    def grade(self, path: Path, submission_id: str, assignment_name: str | None = None) -> SubmissionResult:
-        """Grade the notebook at ``path``; never raises for a bad submission."""
+    def grade(
+        self,
+        path: Path,
+        submission_id: str,
+        assignment_name: str | None = None,
+        student: str | None = None,
+        more_to_come: bool = False,
+    ) -> SubmissionResult:
+        """Grade the notebook at ``path``; never raises for a bad submission.
+
+        ``more_to_come`` says another submission follows, so a kernel is warmed up for it.
+        """
         started = time.monotonic()
         try:
-            return self._grade(path, submission_id, assignment_name, started)
+            result = self._grade(path, submission_id, assignment_name, started, more_to_come)
         except GraderError as error:
-            return SubmissionResult.without_results(
+            result = SubmissionResult.without_results(
                 submission_id,
                 str(path),
                 error.show(),
@@ -85,8 +110,8 @@ class Grader:
                 provenance=self._provenance(path, None),
             )
         except Exception as error:  # a grader bug must still give this submission a result
-            message = f"internal grader error ({type(error).__name__}: {error}); please report it with this notebook"
-            return SubmissionResult.without_results(
+            message = f"{INTERNAL_ERROR} ({type(error).__name__}: {error}); please report it with this notebook"
+            result = SubmissionResult.without_results(
                 submission_id,
                 str(path),
                 message,
@@ -95,8 +120,11 @@ class Grader:
                 notes=(traceback.format_exc(),),
                 provenance=self._provenance(path, None),
             )
+        return dataclasses.replace(result, student=student) if student is not None else result
 
-    def _grade(self, path: Path, submission_id: str, assignment_name: str | None, started: float) -> SubmissionResult:
+    def _grade(
+        self, path: Path, submission_id: str, assignment_name: str | None, started: float, more_to_come: bool
+    ) -> SubmissionResult:
         notebook = read_notebook(path)
         notes = []
         if assignment_name is None:
@@ -108,10 +136,13 @@ class Grader:
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
-        workdir = prepare_workdir(path, assignment.given_files())
+        session = self.kernels.take(warm_next=more_to_come)
+        session.startup_timeout = limits.startup_timeout_s
+        workdir = session.workdir
         execution: ExecutionRecord | None = None
         try:
-            with KernelSession(workdir, self._kernel_env(), startup_timeout=limits.startup_timeout_s) as session:
+            populate_workdir(workdir, path, assignment.given_files())
+            with session:
                 harness = Harness(session, call_timeout_s=limits.call_timeout_s)
                 installed = harness.install()
                 kernel_problem = None
@@ -134,6 +165,7 @@ class Grader:
                 )
                 environment = dict(harness.environment)
         finally:
+            session.close()  # already closed unless populating the working folder failed
             if not self.settings.keep_workdirs:
                 shutil.rmtree(workdir, ignore_errors=True)
         return SubmissionResult(
@@ -225,6 +257,9 @@ class Grader:
             env.update(self.zoo.kernel_env())
         env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
         env["PYTHONUNBUFFERED"] = "1"
+        if self.settings.kernel_threads:
+            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[name] = str(self.settings.kernel_threads)
         return env
 
     def _provenance(self, path: Path, assignment: Assignment | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def write_submission(result: SubmissionResult, out_dir: Path) -> Path:
     return folder
 
 
-def write_class_reports(results: Sequence[SubmissionResult], out_dir: Path) -> None:
-    """Write summary.html and grades.csv for every result so far."""
-    write_atomically(out_dir / "summary.html", render_summary(results))
+def write_class_reports(results: Sequence[SubmissionResult], out_dir: Path, notices: Sequence[str] = ()) -> None:
+    """Write summary.html and grades.csv for every result so far (notices head the summary)."""
+    write_atomically(out_dir / "summary.html", render_summary(results, notices))
     write_atomically(out_dir / "grades.csv", grades_csv(results))

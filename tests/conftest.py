@@ -45,7 +45,7 @@ def course() -> Course:
 @pytest.fixture(scope="session")
 def grader(course: Course, zoo: ModelZoo) -> Grader:
     """A grader with a fixed hidden-input seed."""
-    return Grader(course, zoo, GradingSettings(seed=SEED))
+    return Grader(course, zoo, GradingSettings(seed=SEED, kernel_threads=1))  # tests run two at a time on 2 CPUs
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from grader.authoring import make_notebook
-from grader.execute import KernelSession, prepare_workdir
+from grader.execute import KernelSession, KernelSupply, prepare_workdir
 
 
 def run(tmp_path: Path, *sources: str, cell_timeout_s: float = 3, notebook_timeout_s: float = 60):
@@ -81,3 +81,25 @@ def test_the_working_copy_holds_only_the_notebook_and_given_files(tmp_path: Path
     data.write_text("hello")
     workdir = prepare_workdir(notebook, [data], parent=tmp_path)
     assert sorted(p.name for p in workdir.iterdir()) == ["prompts.txt", "student.ipynb"]
+
+
+def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Path) -> None:
+    supply = KernelSupply(os.environ, warm=True, preload=("json", "email.mime.text"))
+    try:
+        first = supply.take(warm_next=True)  # launches the next one at once
+        second = supply.take(warm_next=False)
+        assert first is not second and first.workdir != second.workdir
+        assert supply.take(warm_next=False) is not second  # never handed out twice
+        (second.workdir / "data.txt").write_text("given after the launch")
+        notebook = make_notebook(
+            None,
+            [("code", "import sys, os\nloaded = 'email.mime.text' in sys.modules\nnames = sorted(dir())\nfiles = os.listdir()")],
+        )
+        with second:
+            record = second.run_notebook(notebook, cell_timeout_s=10, notebook_timeout_s=30)
+            assert record.problems == ()
+            reply = second.request("print(loaded, 'email' in names, 'json' in names, files)", channel="-", timeout_s=10)
+        assert reply.stdout.strip() == "True False False ['data.txt']"
+    finally:
+        first.close()
+        supply.close()

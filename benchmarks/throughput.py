@@ -1,0 +1,155 @@
+"""How fast a class is graded: the grader against running the same notebooks bare.
+
+    .venv/bin/python benchmarks/throughput.py [-n 20] [--workers N] [--assignment latency]
+
+Makes N copies of the sample submissions (each with one different byte, so nothing is reused)
+and prints, in one run:
+
+- bare: nbclient executing the same notebooks one after another, with nothing else (the baseline);
+- `grade --workers 1`;
+- `grade --workers N` (default: the CPUs);
+- an unchanged regrade of the same folder (everything reused from the gradebook);
+- peak memory of each worker (its process tree: the worker, its kernel and the warm next one);
+- and the ratios the targets are stated in (README, "Performance").
+
+Figures are wall-clock seconds on this machine at this moment: run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_copies(assignment: str, count: int, folder: Path) -> list[Path]:
+    """``count`` notebooks cycling through the assignment's samples, each with a distinct byte."""
+    samples = sorted((ROOT / "submissions" / assignment).glob("*.ipynb"))
+    paths = []
+    for index in range(count):
+        notebook = json.loads(samples[index % len(samples)].read_text())
+        notebook["metadata"]["benchmark_copy"] = index  # one different byte: nothing is reused
+        path = folder / f"{samples[index % len(samples)].stem}-{index:03d}.ipynb"
+        path.write_text(json.dumps(notebook))
+        paths.append(path)
+    return paths
+
+
+def bare_execution(paths: list[Path], env: dict[str, str]) -> float:
+    """Seconds for nbclient to run every notebook, one after another, in fresh kernels."""
+    started = time.perf_counter()
+    for path in paths:
+        notebook = nbformat.read(path, as_version=4)
+        workdir = Path(tempfile.mkdtemp(prefix="bench-bare-"))
+        try:
+            NotebookClient(notebook, timeout=600, kernel_name="python3", allow_errors=True).execute(cwd=str(workdir), env=env)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return time.perf_counter() - started
+
+
+class TreeMemory:
+    """Peak memory of each direct child of a process, counting its own children (its kernels).
+
+    Two sums per tree: RSS, which counts the pages of shared libraries (libtorch is mapped by the
+    worker and both its kernels) once per process, and PSS, which shares them out between the
+    processes mapping them: the memory the tree really adds. The target is judged on PSS.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peaks: dict[int, int] = {}
+        self.rss_peaks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):  # reading smaps costs CPU: not too often
+            try:
+                root = psutil.Process(self.pid)
+                for child in root.children():
+                    tree = [child, *child.children(recursive=True)]
+                    pss = sum(process.memory_full_info().pss for process in tree)
+                    rss = sum(process.memory_info().rss for process in tree)
+                    self.peaks[child.pid] = max(self.peaks.get(child.pid, 0), pss)
+                    self.rss_peaks[child.pid] = max(self.rss_peaks.get(child.pid, 0), rss)
+            except psutil.Error:
+                continue
+
+
+def timed_grade(folder: Path, out: Path, workers: int) -> tuple[float, TreeMemory]:
+    """Seconds for `grade` on the folder, and the peak memory of each of its worker trees."""
+    command = [sys.executable, "-m", "grader", str(folder), "--out", str(out), "--workers", str(workers), "--seed", "1", "-q"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with TreeMemory(process.pid) as memory:
+        _, stderr = process.communicate()
+    elapsed = time.perf_counter() - started
+    if process.returncode != 0:
+        raise SystemExit(f"grade failed ({process.returncode}):\n{stderr[-2000:]}")
+    return elapsed, memory
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=20, help="submissions to grade (default 20)")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="workers of the parallel run")
+    parser.add_argument("--assignment", default="latency", help="whose sample submissions to copy (default latency)")
+    args = parser.parse_args()
+
+    from grader.zoo import ModelZoo
+
+    zoo = ModelZoo()
+    zoo.ensure_built()
+    env = {**os.environ, **zoo.kernel_env(), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        folder = Path(scratch) / "class"
+        folder.mkdir()
+        paths = make_copies(args.assignment, args.n, folder)
+        print(f"{args.n} copies of submissions/{args.assignment}/ samples; {len(os.sched_getaffinity(0))} CPUs")
+        bare = bare_execution(paths, env)
+        print(f"bare nbclient, one after another : {bare:7.1f} s  ({bare / args.n:.2f} s per notebook)")
+        one, _ = timed_grade(folder, Path(scratch) / "one", 1)
+        print(f"grade --workers 1                : {one:7.1f} s  ({one / args.n:.2f} s per notebook)")
+        many, memory = timed_grade(folder, Path(scratch) / "many", args.workers)
+        print(f"grade --workers {args.workers:<2}               : {many:7.1f} s  ({many / args.n:.2f} s per notebook)")
+        again, _ = timed_grade(folder, Path(scratch) / "many", args.workers)
+        print(f"unchanged regrade                : {again:7.1f} s")
+        trees = [pid for pid, rss in memory.rss_peaks.items() if rss > 200 * 1024**2]  # workers, not helpers
+        worker_peaks = sorted((memory.peaks[pid] for pid in trees), reverse=True)
+        print(
+            "peak memory per worker tree      : "
+            + ", ".join(
+                f"{memory.peaks[pid] / 1024**3:.2f} GiB PSS ({memory.rss_peaks[pid] / 1024**3:.2f} GiB RSS)" for pid in trees
+            )
+        )
+        print()
+        print(f"grade --workers {args.workers} / bare          : {many / bare:.2f}   (target <= 0.6)")
+        print(f"workers {args.workers} vs 1, speed-up          : {one / many:.2f}x  (target >= 1.6x)")
+        print(f"unchanged regrade                : {again:.2f} s (target < 2 s)")
+        print(f"largest worker tree (PSS)        : {max(worker_peaks, default=0) / 1024**3:.2f} GiB (target <= 1 GiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""A class's run: skip what is unchanged, grade the rest (in parallel), store each result at once.
+
+The gradebook (``OUT/gradebook.sqlite``) decides what a run may skip: a submission whose
+notebook, assignment files, grader version and model settings are unchanged keeps its stored
+result (``--force`` regrades everything). Every result is written (its files, then its
+gradebook row) as soon as it arrives, so a run killed at any point and started again grades
+only what is left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import __version__
+from grader.course import Course
+from grader.gradebook import Fingerprint, Gradebook, file_sha256
+from grader.grading import INTERNAL_ERROR, GradingSettings
+from grader.output import write_class_reports, write_submission
+from grader.render import FEEDBACK_FILES
+from grader.results import SubmissionResult, result_to_json
+from grader.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
+from grader.submissions import Found
+
+GRADEBOOK_NAME = "gradebook.sqlite"
+REPORT_EVERY_S = 30.0  # how often the class reports are refreshed during a run (charts cost CPU)
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How a class is graded (the command line's options)."""
+
+    out_dir: Path
+    assignment: str | None = None
+    real_models: bool = False
+    zoo_key: str = ""
+    cache_dir: Path | None = None
+    seed: int | None = None
+    keep_workdirs: bool = False
+    workers: int | None = None  # None: from the CPUs and memory
+    force: bool = False
+    warm_kernels: bool = True
+
+
+@dataclass
+class BatchOutcome:
+    """What a run did: every submission's result (stored or new), in discovery order."""
+
+    results: list[SubmissionResult]
+    graded: int = 0
+    reused: int = 0
+    workers: int = 1
+    notices: list[str] = field(default_factory=list)
+
+
+def fingerprints(course: Course, settings_key: str) -> Callable[[str | None], Fingerprint | None]:
+    """The current fingerprint of an assignment (None: the course no longer has it)."""
+    cache: dict[str | None, Fingerprint | None] = {}
+
+    def of(name: str | None) -> Fingerprint | None:
+        if name not in cache:
+            digest = hashlib.sha256()
+            if name is None:  # ungradeable: depends on every rubric (identification)
+                paths = sorted((course.root / "rubrics").glob("*.yaml"))
+            elif name in course.names():
+                assignment = course.assignment(name)
+                paths = [assignment.rubric_path, assignment.reference_dir / "reference.py", *assignment.given_files()]
+            else:
+                cache[name] = None
+                return None
+            for path in paths:
+                digest.update(path.name.encode() + b"\0" + (file_sha256(path) or "missing").encode() + b"\0")
+            cache[name] = Fingerprint(digest.hexdigest(), __version__, settings_key)
+        return cache[name]
+
+    return of
+
+
+def grade_batch(
+    found: Sequence[Found],
+    course: Course,
+    options: BatchOptions,
+    on_result: Callable[[SubmissionResult, bool], None] = lambda result, reused: None,
+    notices: Sequence[str] = (),
+) -> BatchOutcome:
+    """Grade (or reuse) every found submission; ``on_result(result, reused)`` is told of each."""
+    out_dir = options.out_dir
+    settings_key = ("real-models" if options.real_models else f"tiny-zoo:{options.zoo_key}") + (
+        f"|seed={options.seed}" if options.seed is not None else ""
+    )
+    fingerprint_of = fingerprints(course, settings_key)
+    results: dict[str, SubmissionResult] = {}
+    tasks: list[Task] = []
+    outcome = BatchOutcome(results=[], notices=list(notices))
+    with Gradebook(out_dir / GRADEBOOK_NAME) as gradebook:
+        for index, item in enumerate(found):
+            stored = None
+            if not options.force:
+                stored = gradebook.unchanged(item.submission_id, file_sha256(item.path), fingerprint_of)
+                if stored is not None and options.assignment is not None and stored.assignment != options.assignment:
+                    stored = None
+            if stored is not None:
+                if not all((out_dir / item.submission_id / name).exists() for name in ("results.json", *FEEDBACK_FILES.values())):
+                    write_submission(stored, out_dir)  # the files went missing: rewrite, no need to regrade
+                results[item.submission_id] = stored
+                outcome.reused += 1
+                on_result(stored, True)
+            else:
+                tasks.append(Task(index, item.submission_id, str(item.path), options.assignment, item.student))
+        if outcome.reused:  # said in the terminal; the reports show the class, not this run
+            outcome.notices.append(
+                f"{outcome.reused} unchanged submission{'s were' if outcome.reused != 1 else ' was'} not graded again "
+                "(same notebook, rubric, reference and grader); pass --force to regrade."
+            )
+        workers = options.workers or default_workers(len(tasks))
+        outcome.workers = workers
+        seed = options.seed if options.seed is not None else secrets.randbits(32)
+        settings = GradingSettings(
+            real_models=options.real_models,
+            seed=seed,
+            keep_workdirs=options.keep_workdirs,
+            warm_kernels=options.warm_kernels,
+            kernel_threads=kernel_threads(workers),
+        )
+        config = RunConfig(str(course.root), str(options.cache_dir) if options.cache_dir else None, settings)
+        order = [item.submission_id for item in found]
+
+        def ordered() -> list[SubmissionResult]:
+            return [results[submission_id] for submission_id in order if submission_id in results]
+
+        last_report = time.monotonic()
+        for result in grade_tasks(tasks, config, workers):
+            write_submission(result, out_dir)
+            regrade = bool(result.error and result.error.startswith(INTERNAL_ERROR))
+            gradebook.record(result, fingerprint_of(result.assignment), regrade=regrade)
+            results[result.submission_id] = result
+            outcome.graded += 1
+            on_result(result, False)
+            if time.monotonic() - last_report > REPORT_EVERY_S:
+                write_class_reports(ordered(), out_dir, notices)
+                last_report = time.monotonic()
+        outcome.results = ordered()
+        # The reports depend only on the results and the discovery's notices: when neither
+        # changed since they were written, they are up to date (an unchanged regrade stays fast).
+        reports_key = _reports_key(outcome.results, notices)
+        reports = [out_dir / "summary.html", out_dir / "grades.csv"]
+        if gradebook.meta("reports_key") != reports_key or not all(path.exists() for path in reports):
+            write_class_reports(outcome.results, out_dir, notices)
+            gradebook.set_meta("reports_key", reports_key)
+    return outcome
+
+
+def _reports_key(results: Sequence[SubmissionResult], notices: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for result in results:
+        digest.update(result_to_json(result).encode() + b"\0")
+    for notice in notices:
+        digest.update(notice.encode() + b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,188 @@
+"""Grade many submissions: in this process, or in parallel worker processes.
+
+Each worker is a process with its own :class:`~grader.grading.Grader` (reference models loaded
+once) that keeps one kernel warm for its next submission. Workers take tasks from a shared
+queue and send each result back as JSON as soon as it is graded; this process alone writes
+files and the gradebook, one result at a time, so a run killed at any point keeps every result
+already reported. Hidden inputs derive from the run's seed and the submission id, never from
+the worker, so one worker and many give the same results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.grading import INTERNAL_ERROR, GradingSettings
+from grader.results import SubmissionResult, result_from_json, result_to_json
+
+WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
+
+
+@dataclass(frozen=True)
+class Task:
+    """One submission to grade."""
+
+    index: int
+    submission_id: str
+    path: str
+    assignment: str | None = None
+    student: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a worker needs to build its grader (plain values: it crosses a process boundary)."""
+
+    course_root: str
+    cache_dir: str | None
+    settings: GradingSettings
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_workers(submissions: int, cpus: int | None = None, available_bytes: int | None = None) -> int:
+    """As many workers as CPUs, memory and submissions allow (at least one)."""
+    cpus = cpus or available_cpus()
+    if available_bytes is None:
+        import psutil
+
+        available_bytes = int(psutil.virtual_memory().available)
+    by_memory = max(1, available_bytes // WORKER_MEMORY_BYTES)
+    return max(1, min(cpus, by_memory, submissions))
+
+
+def kernel_threads(workers: int, cpus: int | None = None) -> int:
+    """Threads for each kernel's torch, so that workers do not oversubscribe the CPUs."""
+    return max(1, (cpus or available_cpus()) // max(1, workers))
+
+
+def _build_grader(config: RunConfig) -> Any:
+    from grader.checks import load_registry
+    from grader.course import Course
+    from grader.grading import Grader
+    from grader.zoo import ModelZoo
+
+    zoo = None if config.settings.real_models else ModelZoo(Path(config.cache_dir) if config.cache_dir else None)
+    if zoo is not None:
+        zoo.ensure_built()
+    return Grader(Course(Path(config.course_root), load_registry()), zoo, config.settings)
+
+
+def grade_tasks(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
+    """Results of every task, in the order they finish."""
+    if not tasks:
+        return
+    if workers <= 1:
+        yield from _grade_here(tasks, config)
+    else:
+        yield from _grade_in_workers(tasks, config, workers)
+
+
+def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[SubmissionResult]:
+    if config.settings.kernel_threads:
+        import torch
+
+        torch.set_num_threads(config.settings.kernel_threads)
+    with _build_grader(config) as grader:
+        for position, task in enumerate(tasks):
+            yield grader.grade(
+                Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=position < len(tasks) - 1
+            )
+
+
+def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None:
+    """A worker process: grade tasks until the queue says stop or this run's main process is gone."""
+    import torch
+
+    from grader.quiet import quiet_libraries
+
+    if config.settings.kernel_threads:
+        torch.set_num_threads(config.settings.kernel_threads)
+    parent = multiprocessing.parent_process()
+    with quiet_libraries(), _build_grader(config) as grader:
+        while True:
+            try:
+                task = tasks.get(timeout=1.0)
+            except queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    return  # the run was killed: stop rather than grade for nobody
+                continue
+            if task is None:
+                return
+            with remaining.get_lock():
+                remaining.value -= 1
+                more = remaining.value > 0
+            results.put(("started", os.getpid(), task.index, None))
+            result = grader.grade(Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=more)
+            results.put(("done", os.getpid(), task.index, result_to_json(result)))
+
+
+def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
+    context = multiprocessing.get_context("spawn")  # fork would copy torch's threads and locks
+    task_queue = context.Queue()
+    result_queue = context.Queue()
+    remaining = context.Value("i", len(tasks))
+    for task in tasks:
+        task_queue.put(task)
+    by_index = {task.index: task for task in tasks}
+    processes: dict[int, Any] = {}
+
+    def start_worker() -> None:
+        process = context.Process(target=_worker, args=(config, task_queue, result_queue, remaining), daemon=True)
+        process.start()
+        processes[int(process.pid or 0)] = process
+
+    for _ in range(min(workers, len(tasks))):
+        start_worker()
+    in_flight: dict[int, int] = {}  # worker pid -> task index
+    done: set[int] = set()
+    try:
+        while len(done) < len(tasks):
+            try:
+                kind, pid, index, payload = result_queue.get(timeout=1.0)
+            except queue.Empty:
+                for pid, process in list(processes.items()):
+                    if not process.is_alive():
+                        del processes[pid]
+                        lost = in_flight.pop(pid, None)
+                        if lost is not None and lost not in done:
+                            done.add(lost)
+                            yield _worker_died(by_index[lost], process.exitcode)
+                        if len(done) + len(in_flight) < len(tasks):
+                            start_worker()
+                continue
+            if kind == "started":
+                in_flight[pid] = index
+            elif index not in done:
+                in_flight.pop(pid, None)
+                done.add(index)
+                yield result_from_json(payload)
+    finally:
+        for _ in processes:
+            task_queue.put(None)
+        deadline = time.monotonic() + 30
+        for process in processes.values():
+            process.join(timeout=max(0.1, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+
+
+def _worker_died(task: Task, exitcode: int | None) -> SubmissionResult:
+    how = f"was killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exited ({exitcode})"
+    return SubmissionResult.without_results(
+        task.submission_id,
+        task.path,
+        f"{INTERNAL_ERROR}: the worker process grading this submission {how}, perhaps out of memory; the next run grades it again",
+        task.assignment,
+        student=task.student,
+    )
