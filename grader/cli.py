@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -9,20 +10,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click_default_group import DefaultGroup
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from grader import __version__
-from grader.errors import GraderError
+from grader.errors import GraderError, UsageError
 
 if TYPE_CHECKING:
     from grader.batch import BatchOutcome
     from grader.results import SubmissionResult
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(cls=DefaultGroup, default="run", default_if_no_args=False, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="grade")
+def main() -> None:
+    """Grade notebooks of the LLM inference course.
+
+    `grade PATH...` (the same as `grade run PATH...`) grades notebooks, folders of them and LMS
+    exports; `grade gradescope` packages an assignment's autograder for Gradescope.
+    """
+
+
+@main.command("run", context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-a", "--assignment", metavar="NAME", help="Grade every notebook as this assignment (default: recognise each one).")
 @click.option(
@@ -66,9 +81,16 @@ if TYPE_CHECKING:
     help="How submissions are laid out: notebooks named by path, a folder per student, or Canvas's download naming.",
 )
 @click.option("--keep-workdirs", is_flag=True, help="Keep each notebook's temporary working folder (for debugging).")
+@click.option(
+    "--json",
+    "json_out",
+    metavar="FILE",
+    type=click.Path(allow_dash=True, dir_okay=False, path_type=Path),
+    help="Also write the results as JSON to FILE ('-': standard output): one submission's results.json, "
+    "or an object of them by submission id.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the summary table.")
-@click.version_option(__version__, prog_name="grade")
-def main(
+def run(
     paths: tuple[Path, ...],
     assignment: str | None,
     out_dir: Path,
@@ -80,9 +102,10 @@ def main(
     force: bool,
     layout: str,
     keep_workdirs: bool,
+    json_out: Path | None,
     quiet: bool,
 ) -> None:
-    """Grade notebooks: a notebook, or folders of them (LMS exports included).
+    """Grade notebooks: a notebook, folders of them, or zips (LMS exports); '-' reads one from stdin.
 
     Writes, per submission, OUT/<id>/results.json (Gradescope format), feedback.html (what the
     student sees) and feedback-instructor.html; for the class, OUT/summary.html, OUT/grades.csv
@@ -91,6 +114,7 @@ def main(
     console = Console(stderr=True, quiet=quiet)
     try:
         with tempfile.TemporaryDirectory(prefix="llm-grader-unpacked-") as unpacked:
+            paths = tuple(_from_stdin(Path(unpacked)) if str(path) == "-" else path for path in paths)
             outcome = _grade(
                 paths,
                 assignment,
@@ -111,7 +135,58 @@ def main(
         sys.exit(error.exit_code)
     for notice in outcome.notices:
         console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
-    Console().print(_summary_table(outcome.results, out_dir))
+    to_stdout = json_out is not None and str(json_out) == "-"
+    Console(stderr=to_stdout).print(_summary_table(outcome.results, out_dir))
+    if json_out is not None:
+        from grader.results import gradescope_json
+
+        documents = {result.submission_id: gradescope_json(result) for result in outcome.results}
+        payload = next(iter(documents.values())) if len(documents) == 1 else documents
+        text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+        if to_stdout:
+            sys.stdout.write(text)
+        else:
+            from grader.results import write_atomically
+
+            write_atomically(json_out, text)
+
+
+def _from_stdin(folder: Path) -> Path:
+    """A submission handed over on standard input, saved as a notebook (or a zip, by its first bytes)."""
+    data = sys.stdin.buffer.read()
+    if not data:
+        raise UsageError("'-' reads a submission from standard input, but standard input is empty")
+    path = folder / ("stdin.zip" if data[:2] == b"PK" else "stdin.ipynb")
+    path.write_bytes(data)
+    return path
+
+
+@main.command("gradescope", context_settings=CONTEXT)
+@click.argument("assignment")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--course",
+    "course_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Course folder holding rubrics/ and reference/ (default: this checkout).",
+)
+def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
+    """Write OUT_DIR/autograder-ASSIGNMENT.zip for Gradescope's "Configure Autograder" page.
+
+    The zip holds setup.sh (installs Python, torch for the CPU and this grader, and builds the
+    tiny models into the image), run_autograder (grades /autograder/submission into
+    /autograder/results/results.json) and the assignment's rubric and reference.
+    """
+    from grader.course import find_course_root
+    from grader.gradescope import build_autograder
+
+    try:
+        course_root = find_course_root(course_dir)
+        target = build_autograder(Path(__file__).resolve().parent.parent, course_root, assignment, out_dir)
+    except GraderError as error:
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
+        sys.exit(error.exit_code)
+    click.echo(str(target))
 
 
 def _grade(

@@ -32,7 +32,7 @@ class GradescopeResults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     score: float
-    max_score: float
+    max_score: float | None = None  # left out when the autograder itself failed: Gradescope uses the assignment's
     execution_time: float
     output: str
     visibility: str

@@ -17,10 +17,12 @@ def grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
-def test_help_lists_the_options() -> None:
+def test_help_lists_the_commands_and_options() -> None:
     completed = grade("--help")
+    assert completed.returncode == 0 and "run*" in completed.stdout and "gradescope" in completed.stdout
+    completed = grade("run", "--help")
     assert completed.returncode == 0
-    for option in ("--assignment", "--out", "--real-models", "--seed", "--course"):
+    for option in ("--assignment", "--out", "--workers", "--force", "--layout", "--json", "--real-models", "--seed", "--course"):
         assert option in completed.stdout
 
 

@@ -1,0 +1,208 @@
+"""Gradescope: the autograder zip, and what its ``run_autograder`` runs.
+
+``grade gradescope ASSIGNMENT OUTDIR`` writes ``autograder-ASSIGNMENT.zip``, the file Gradescope's
+"Configure Autograder" page takes: ``setup.sh`` (installs Python, the CPU build of torch and
+this grader, and builds the tiny model zoo into the image), ``run_autograder`` (what Gradescope
+runs per submission), the grader's source and the one assignment's course files.
+
+``python -m grader.gradescope --root ROOT`` grades the notebook in ``ROOT/submission`` and writes
+``ROOT/results/results.json`` in Gradescope's schema (hidden checks ``after_published``). Whatever
+fails (no notebook, a broken course, a grader bug) it still writes a valid results.json saying
+what happened, and exits 0, so Gradescope shows the student that message rather than its own.
+The root is ``/autograder`` on Gradescope; tests pass a temporary folder laid out the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from grader import __version__
+from grader.results import write_atomically
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder image (Ubuntu 22.04 or 24.04 base).
+# It installs Python 3.11 or newer, the CPU build of torch, this grader, and builds the tiny
+# model zoo into the image, so that grading needs no network.
+set -euo pipefail
+cd /autograder/source
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev build-essential >/dev/null
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    apt-get install -y -qq --no-install-recommends software-properties-common >/dev/null
+    add-apt-repository -y ppa:deadsnakes/ppa
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv python3.11-dev >/dev/null
+    ln -sf "$(command -v python3.11)" /usr/local/bin/python3
+}
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install -q --upgrade pip
+/autograder/venv/bin/pip install -q "torch==$(sed -n 's/^torch==//p' grader-src/constraints.txt)" \\
+    --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install -q -c grader-src/constraints.txt ./grader-src
+GRADER_CACHE_DIR=/autograder/zoo /autograder/venv/bin/python -c \\
+    'from grader.zoo import ModelZoo; ModelZoo().ensure_built()'
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for each submission: grade ROOT/submission, write ROOT/results/results.json.
+# AUTOGRADER_ROOT and GRADER_PYTHON let tests run it against a folder laid out like /autograder.
+set -uo pipefail
+HERE="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{GRADER_PYTHON:-/autograder/venv/bin/python}}"
+export GRADER_CACHE_DIR="${{GRADER_CACHE_DIR:-/autograder/zoo}}"
+export PYTHONPATH="$HERE/grader-src${{PYTHONPATH:+:$PYTHONPATH}}"
+"$PYTHON" -m grader.gradescope --root "$ROOT" --course "$HERE/course" --assignment {assignment}
+status=$?
+if [ ! -s "$ROOT/results/results.json" ]; then
+    mkdir -p "$ROOT/results"
+    printf '%s\\n' '{{"score": 0, "output": "The autograder could not start (exit status '"$status"'); please tell your instructor.", "tests": []}}' \\
+        > "$ROOT/results/results.json"
+fi
+exit 0
+"""
+
+# What of the project the zip carries (the grader's source, to pip-install on Gradescope).
+GRADER_FILES = ("pyproject.toml", "README.md", "constraints.txt")
+SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+
+
+def build_autograder(project_root: Path, course_root: Path, assignment: str, out_dir: Path) -> Path:
+    """Write ``OUTDIR/autograder-ASSIGNMENT.zip``; return its path."""
+    from grader.checks import load_registry
+    from grader.course import Course
+
+    course = Course(course_root, load_registry())
+    spec = course.assignment(assignment)  # a broken rubric stops here, not on Gradescope
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"autograder-{assignment}.zip"
+    with tempfile.TemporaryDirectory(prefix="llm-grader-gradescope-") as scratch:
+        staging = Path(scratch)
+        (staging / "setup.sh").write_text(SETUP_SH)
+        (staging / "run_autograder").write_text(RUN_AUTOGRADER.format(assignment=assignment))
+        source = staging / "grader-src"
+        source.mkdir()
+        for name in GRADER_FILES:
+            shutil.copy2(project_root / name, source / name)
+        shutil.copytree(PACKAGE_DIR, source / "grader", ignore=SKIP)
+        course_copy = staging / "course"
+        (course_copy / "rubrics").mkdir(parents=True)
+        shutil.copy2(spec.rubric_path, course_copy / "rubrics" / spec.rubric_path.name)
+        reference = course_copy / "reference" / assignment
+        reference.mkdir(parents=True)
+        for path in [spec.reference_dir / "reference.py", spec.starter, *spec.given_files()]:
+            if path.is_dir():
+                shutil.copytree(path, reference / path.name, ignore=SKIP)
+            elif path.exists():
+                shutil.copy2(path, reference / path.name)
+        temporary = target.with_suffix(".zip.part")
+        with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(staging.rglob("*")):
+                if path.is_file():
+                    info = zipfile.ZipInfo.from_file(path, path.relative_to(staging).as_posix())
+                    executable = path.name in ("setup.sh", "run_autograder")
+                    info.external_attr = (0o100755 if executable else 0o100644) << 16
+                    archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+        temporary.replace(target)
+    return target
+
+
+# --------------------------------------------------------------------------------------
+# run_autograder
+# --------------------------------------------------------------------------------------
+
+
+def failure_results(message: str, started: float, details: str = "") -> dict[str, Any]:
+    """A valid Gradescope results.json for a submission the autograder could not grade."""
+    return {
+        "score": 0,
+        "execution_time": round(time.monotonic() - started, 3),
+        "output": message,
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [],
+        "extra_data": {"error": message, "grader_version": __version__, **({"details": details} if details else {})},
+    }
+
+
+def pick_notebook(submission: Path, assignment: str) -> tuple[Path | None, str]:
+    """The notebook to grade in a Gradescope submission folder, and a note when there was a choice."""
+    notebooks = sorted(path for path in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in path.parts and path.is_file())
+    if len(notebooks) <= 1:
+        return (notebooks[0] if notebooks else None), ""
+    tagged = []
+    for path in notebooks:
+        try:
+            metadata = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(metadata, dict) and (metadata.get("llm_grader") or {}).get("assignment") == assignment:
+            tagged.append(path)
+    chosen = (tagged or notebooks)[0]
+    others = ", ".join(str(path.relative_to(submission)) for path in notebooks if path != chosen)
+    return chosen, f"The submission holds {len(notebooks)} notebooks: {chosen.relative_to(submission)} was graded ({others} not)."
+
+
+def run(root: Path, course_root: Path, assignment: str) -> dict[str, Any]:
+    """Grade ``root/submission``; the results.json payload, whatever happens."""
+    started = time.monotonic()
+    submission = root / "submission"
+    try:
+        notebook, note = pick_notebook(submission, assignment)
+        if notebook is None:
+            found = sorted(str(path.relative_to(submission)) for path in submission.rglob("*") if path.is_file())[:20]
+            return failure_results(
+                "Your submission holds no Jupyter notebook (.ipynb): upload your notebook file"
+                + (f" (found: {', '.join(found)})." if found else " (the submission is empty)."),
+                started,
+            )
+        from grader.checks import load_registry
+        from grader.course import Course
+        from grader.grading import Grader, GradingSettings
+        from grader.results import gradescope_json
+        from grader.zoo import ModelZoo
+
+        course = Course(course_root, load_registry())
+        course.assignment(assignment)  # a broken course is the autograder's failure, not the student's
+        zoo = ModelZoo()
+        zoo.ensure_built()
+        with Grader(course, zoo, GradingSettings(warm_kernels=False)) as grader:
+            result = grader.grade(notebook, notebook.stem, assignment)
+        payload = gradescope_json(result)
+        if note:
+            payload["output"] = f"{note} {payload['output']}"
+        return payload
+    except BaseException as error:  # the student must get a results.json, whatever broke
+        return failure_results(
+            f"The autograder failed on this submission ({type(error).__name__}: {error}); your score is not final. "
+            "Please tell your instructor.",
+            started,
+            traceback.format_exc(),
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m grader.gradescope --root ROOT --course DIR --assignment NAME``."""
+    parser = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__)
+    parser.add_argument("--root", type=Path, default=Path("/autograder"), help="Gradescope's root folder")
+    parser.add_argument("--course", type=Path, required=True, help="the course folder shipped in the zip")
+    parser.add_argument("--assignment", required=True, help="the assignment this autograder grades")
+    args = parser.parse_args(argv)
+    payload = run(args.root, args.course, args.assignment)
+    write_atomically(args.root / "results" / "results.json", json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
