@@ -125,6 +125,10 @@ class ModelZoo:
             staging = Path(tempfile.mkdtemp(prefix=f"{self.key}.", dir=self.cache_dir))
             try:
                 manifest = _build_into(staging, self.models, self.corpus_path)
+                # mkdtemp and safetensors write private files; a built zoo is read by other users
+                # too (a container's non-root grader, colleagues sharing a cache).
+                for path in [staging, *staging.rglob("*")]:
+                    path.chmod(0o755 if path.is_dir() else 0o644)
                 (staging / "complete.json").write_text(json.dumps(manifest, indent=2))
                 if self.root.exists():
                     shutil.rmtree(self.root)
