@@ -313,27 +313,36 @@ def _finish_chart(figure: ChartFigure, alt: str) -> Chart:
     return Chart(src=src, alt=alt, width=round(width_in * 100), height=round(height_in * 100))
 
 
+def _histogram(
+    values: Sequence[float], bins: int | list[int], span: tuple[float, float], height: float, color: str, xlabel: str, alt: str
+) -> Chart:
+    """A histogram of submissions over ``span`` (integer counts on the y axis), as a chart."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure = _new_chart(6.8, height)
+    axes = figure.add_subplot()
+    axes.hist(values, bins=bins, range=span, color=color, edgecolor="white")
+    axes.set_xlim(*span)
+    if isinstance(bins, list):
+        axes.set_xticks(bins)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(xlabel, fontsize=9)
+    axes.set_ylabel("Submissions", fontsize=9)
+    _style_axes(axes)
+    return _finish_chart(figure, alt)
+
+
 def score_histogram(graded: Sequence[SubmissionResult], title: str) -> Chart | None:
     """A histogram of automatic scores in 10-point bins of the percentage of the maximum."""
     percents = [100 * result.score / result.max_score for result in graded]
     if not percents:
         return None
-    from matplotlib.ticker import MaxNLocator
-
-    figure = _new_chart(6.8, 2.4)
-    axes = figure.add_subplot()
-    axes.hist(percents, bins=list(range(0, 101, 10)), color=CHART_COLORS["accent"], edgecolor="white")
-    axes.set_xlim(0, 100)
-    axes.set_xticks(range(0, 101, 10))
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("Automatic score (% of the maximum)", fontsize=9)
-    axes.set_ylabel("Submissions", fontsize=9)
-    _style_axes(axes)
     alt = (
         f"Histogram of the automatic scores of {len(percents)} graded submission{'s' if len(percents) != 1 else ''}"
         f" of {title}: mean {statistics.fmean(percents):.0f}%, lowest {min(percents):.0f}%, highest {max(percents):.0f}%."
     )
-    return _finish_chart(figure, alt)
+    bins = list(range(0, 101, 10))
+    return _histogram(percents, bins, (0, 100), 2.4, CHART_COLORS["accent"], "Automatic score (% of the maximum)", alt)
 
 
 def pass_rate_chart(rates: Sequence[PassRate]) -> Chart | None:
@@ -366,21 +375,12 @@ def time_histogram(results: Sequence[SubmissionResult]) -> Chart | None:
     durations = [result.duration_s for result in results]
     if len(durations) < MIN_TIMES_CHARTED:
         return None
-    from matplotlib.ticker import MaxNLocator
-
-    figure = _new_chart(6.8, 2.0)
-    axes = figure.add_subplot()
-    axes.hist(durations, bins=12, range=(0, max(max(durations), 1)), color=CHART_COLORS["muted"], edgecolor="white")
-    axes.set_xlim(left=0)
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("Grading time per submission (s)", fontsize=9)
-    axes.set_ylabel("Submissions", fontsize=9)
-    _style_axes(axes)
     alt = (
         f"Histogram of grading time per submission: {len(durations)} submission{'s' if len(durations) != 1 else ''},"
         f" mean {statistics.fmean(durations):.1f} s, slowest {max(durations):.1f} s."
     )
-    return _finish_chart(figure, alt)
+    span = (0.0, max(max(durations), 1.0))
+    return _histogram(durations, 12, span, 2.0, CHART_COLORS["muted"], "Grading time per submission (s)", alt)
 
 
 def _pass_rates(members: Sequence[SubmissionResult]) -> list[PassRate]:
