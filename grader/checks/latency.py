@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
@@ -302,12 +302,6 @@ class MeasureParams(LatencyTolerance):
     use_cache: bool = Field(False, description="use_cache for the drawn prompt (the other call uses the default, True).")
     eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
     eos_tokens: int = Field(32, ge=1, description="max_new_tokens for the early-stopping prompt.")
-    pace_s: float = Field(
-        0.25,
-        ge=0,
-        le=2,
-        description="Seconds added to the first generate of each prompt and to each tokenizer call during the call.",
-    )
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of tokens_per_s and ms_per_token.")
 
 
@@ -367,32 +361,6 @@ def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
     return f"measure_generation(model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
 
 
-def judge_timed_latency(params: MeasureParams, latency: float, outcome: CallOutcome, max_new_tokens: int) -> Verdict | None:
-    """judge_latency, naming the paced tokenization when that is what the timer surrounds."""
-    events = outcome.generate_events()
-    verdict = judge_latency(params, latency, events, max_new_tokens)
-    if verdict is None or latency < float(events[-1]["duration_s"]):
-        return verdict
-    timed = events[-1]
-    between = [
-        event
-        for event in outcome.events
-        if event.get("type") == "tokenize"
-        and event["end"] <= timed["start"]
-        and all(g["end"] <= event["start"] for g in events[:-1])
-    ]
-    extra = latency - float(timed["duration_s"])
-    if between and extra >= 0.8 * sum(float(event["paced_s"]) for event in between):
-        return Verdict.failed(
-            f"The reported latency ({number(latency, 's')}) includes tokenizing the prompt, not only the generate call "
-            f"({number(float(timed['duration_s']), 's')}; the grader slows each tokenizer call by {number(params.pace_s, 's')} "
-            "to show it): tokenize and move the inputs before starting the timer.",
-            expected=verdict.expected,
-            found=verdict.found,
-        )
-    return verdict
-
-
 @check_kind("generation_measure", MeasureParams)
 def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation: warm-up, latency of the timed generate, new tokens, settings passed through."""
@@ -418,7 +386,7 @@ def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
                 f"latency_s should be a positive number of seconds, but it is {kind_of(latency)}.", found=kind_of(latency)
             )
         if params.expect == "latency":
-            verdict = judge_timed_latency(params, float(latency), outcome, max_new_tokens)
+            verdict = judge_timed_call(params, float(latency), outcome, max_new_tokens)
             if verdict is not None:
                 return verdict
         elif params.expect == "new_tokens":

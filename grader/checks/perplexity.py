@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
 from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.quiet import quiet_libraries
 from grader.values import Model, Tokenizer, is_number, kind_of
@@ -474,6 +474,7 @@ def _timing_call(
         tokenizer(params.model),
         literal(prompt),
         literal(max_new_tokens),
+        pace_s=params.pace_s,
     )
     misuse = cuda_misuse(outcome, params.function, context.on_cuda)
     if misuse is not None:
@@ -508,7 +509,7 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
                 found=f"{kind_of(latency)}, {kind_of(rate)}",
             )
         events = outcome.generate_events()
-        verdict = judge_latency(params, float(latency), events, max_new_tokens)
+        verdict = judge_timed_call(params, float(latency), outcome, max_new_tokens)
         if verdict is not None:
             return verdict
         generated = int(events[-1].get("new_tokens", [max_new_tokens])[0])

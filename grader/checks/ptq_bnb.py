@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_latency, judge_synchronize, too_long
+from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
 from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -116,11 +116,22 @@ class GenerateParams(Params):
 
 
 def _call_generate(
-    context: CheckContext, function: str, hub_id: str, prompt: str, max_new_tokens: int, device: str = "auto"
+    context: CheckContext,
+    function: str,
+    hub_id: str,
+    prompt: str,
+    max_new_tokens: int,
+    device: str = "auto",
+    pace_s: float = 0.0,
 ) -> tuple[CallOutcome, Any]:
-    """Call the student's function; stop the check with a clear verdict if it did not return."""
+    """Call the student's function (paced when its latency is judged); stop with a clear verdict if it did not return."""
     outcome = context.call(
-        function, model(model_spec(hub_id, device=device)), tokenizer(hub_id), literal(prompt), literal(max_new_tokens)
+        function,
+        model(model_spec(hub_id, device=device)),
+        tokenizer(hub_id),
+        literal(prompt),
+        literal(max_new_tokens),
+        pace_s=pace_s,
     )
     misuse = cuda_misuse(outcome, function, context.on_cuda)
     if misuse is not None:
@@ -235,7 +246,7 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
         prompt = context.rng.choice(params.prompts)
         max_new_tokens = context.rng.randint(low, high)
         for _ in range(params.attempts):
-            outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens)
+            outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens, pace_s=params.pace_s)
             _, latency = _text_and_latency(value, params.function)
             if not too_long(params, latency, outcome.generate_events()):
                 break
@@ -250,24 +261,24 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
             return Verdict.failed(
                 f"{params.function} never called model.generate, so its latency measures nothing.", found="no generate call"
             )
-        measurements.append((float(latency), events, max_new_tokens))
+        measurements.append((float(latency), outcome, max_new_tokens))
     data = {
         "calls": [
-            {"reported_s": latency, "generate_s": [e["duration_s"] for e in events], "max_new_tokens": n}
-            for latency, events, n in measurements
+            {"reported_s": latency, "generate_s": [e["duration_s"] for e in outcome.generate_events()], "max_new_tokens": n}
+            for latency, outcome, n in measurements
         ]
     }
-    (first, first_events, _), (second, second_events, _) = measurements
-    misread = any(judge_latency(params, latency, events, n) is not None for latency, events, n in measurements)
-    if first == second and misread:  # two identical readings of a real timer do not happen
+    (first, first_call, _), (second, second_call, _) = measurements
+    verdicts = [judge_timed_call(params, latency, outcome, n) for latency, outcome, n in measurements]
+    if first == second and any(verdicts):  # two identical readings of a real timer do not happen
         return Verdict.failed(
             f"{params.function} reported the same latency ({number(first, 's')}) for a short and a long generation: the value is not measured.",
-            expected=f"about {number(first_events[-1]['duration_s'], 's')} and {number(second_events[-1]['duration_s'], 's')}",
+            expected=f"about {number(first_call.generate_events()[-1]['duration_s'], 's')} and "
+            f"{number(second_call.generate_events()[-1]['duration_s'], 's')}",
             found=f"{number(first, 's')} twice",
             data=data,
         )
-    for latency, events, max_new_tokens in measurements:
-        verdict = judge_latency(params, latency, events, max_new_tokens)
+    for verdict in verdicts:
         if verdict is not None:
             return Verdict(verdict.outcome, verdict.message, verdict.expected, verdict.found, data=data)
     return Verdict.passed(

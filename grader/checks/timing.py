@@ -2,7 +2,10 @@
 
 A reported latency must match the duration the instrumentation measured for the generate call
 the student's own function made, within a tolerance for clock differences and the small work
-around the call; it holds on a busy machine and a hard-coded number fails.
+around the call; it holds on a busy machine and a hard-coded number fails. Timed calls are
+*paced* (``LatencyTolerance.pace_s``): the first generate of each new prompt and every tokenizer
+call are slowed, so that a timer around a warm-up or a tokenization shows however fast the
+model is.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ class LatencyTolerance(Params):
         ge=1,
         le=10,
         description="Calls tried while the latency reads too long (a preempted run does not repeat; a mistake does).",
+    )
+    pace_s: float = Field(
+        0.25,
+        ge=0,
+        le=2,
+        description=(
+            "Seconds added, during the timed call, to the first generate of each new prompt and to each tokenizer "
+            "call: a timer around a warm-up or a tokenization then reads far longer than the generate it reports."
+        ),
     )
 
 
@@ -81,6 +93,34 @@ def judge_latency(
         expected=expected,
         found=number(latency, "s"),
     )
+
+
+def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutcome, max_new_tokens: int) -> Verdict | None:
+    """judge_latency on a paced call's last generate, naming the tokenization when that is what the timer surrounds."""
+    events = outcome.generate_events()
+    verdict = judge_latency(params, latency, events, max_new_tokens)
+    if verdict is None or latency < float(events[-1]["duration_s"]):
+        return verdict
+    timed = events[-1]
+    # Tokenizer calls after any earlier generate and before the timed one; the timer surrounds
+    # them when the latency covers the time from the first of them to the end of the generate.
+    between = [
+        event
+        for event in outcome.events
+        if event.get("type") == "tokenize"
+        and event["end"] <= timed["start"]
+        and all(g["end"] <= event["start"] for g in events[:-1])
+    ]
+    covered = float(timed["end"]) - float(between[0]["start"]) if between else math.inf
+    if latency >= covered * (1 - params.lower_rel) - params.lower_abs_s:
+        return Verdict.failed(
+            f"The reported latency ({number(latency, 's')}) includes tokenizing the prompt, not only the generate call "
+            f"({number(float(timed['duration_s']), 's')}; the grader slows each tokenizer call by {number(params.pace_s, 's')} "
+            "to show it): tokenize and move the inputs before starting the timer.",
+            expected=verdict.expected,
+            found=verdict.found,
+        )
+    return verdict
 
 
 def judge_synchronize(outcome: CallOutcome, function: str) -> Verdict:
