@@ -175,3 +175,26 @@ def test_the_runtime_leaves_the_users_namespace_alone(harness: Harness) -> None:
 def test_nothing_is_unpickled() -> None:
     source = (Path(__file__).parent.parent / "grader" / "harness.py").read_text()
     assert "pickle" not in source.replace("unpickled", "") and "eval(" not in source
+
+
+def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentation(tmp_path: Path, zoo: ModelZoo) -> None:
+    tampering = [
+        "import time, IPython.display\n"
+        "time.perf_counter = lambda: 0.0\n"
+        "time.sleep = lambda seconds: None\n"
+        "IPython.display.publish_display_data = lambda *args, **kwargs: None",
+        "def timed(model, tokenizer, prompt):\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    start = time.perf_counter()\n"
+        "    model.generate(**inputs, max_new_tokens=3)\n"
+        "    return time.perf_counter() - start",
+    ]
+    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
+        kernel = Harness(session, call_timeout_s=30)
+        assert kernel.install().ok
+        assert session.run_notebook(make_notebook(None, [("code", s) for s in tampering]), 60, 120).problems == ()
+        outcome = kernel.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")], pace_s=0.2)
+    assert outcome.ok and outcome.value == 0.0  # the student's own clock is theirs to break
+    (generate,) = outcome.generate_events()
+    assert generate["paced_s"] == 0.2 and generate["duration_s"] >= 0.2  # the grader's clock and pacing are not
+    assert outcome.duration_s is not None and outcome.duration_s >= 0.2

@@ -26,6 +26,13 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+# The functions the runtime relies on, taken when it is loaded (before any notebook cell runs):
+# a notebook that replaces time.perf_counter, time.sleep or json.dumps changes its own timings,
+# not the instrumentation's clock, pacing or answers.
+_perf_counter = time.perf_counter
+_sleep = time.sleep
+_dumps = json.dumps
+
 MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
 MAX_STRING = 20_000  # characters of a string kept
 MAX_DEPTH = 6
@@ -264,7 +271,7 @@ class Recorder:
         self.forward_depth = 0
         self.current_generate: dict[str, Any] | None = None
         self.tokenizer_depth = 0
-        self.clock_origin = time.perf_counter()
+        self.clock_origin = _perf_counter()
         # Pacing (asked per call): slow the first generate of each new prompt, and every tokenizer
         # call, by pace_s seconds, so that a timer around a warm-up or a tokenization shows.
         self.pace_s = 0.0
@@ -272,7 +279,7 @@ class Recorder:
 
     def now(self) -> float:
         """Seconds since the runtime was installed (the clock of every event)."""
-        return time.perf_counter() - self.clock_origin
+        return _perf_counter() - self.clock_origin
 
     def record(self, event: dict[str, Any]) -> None:
         """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
@@ -420,7 +427,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
                 prompt = tuple(inputs.flatten().tolist()[:MAX_IDS]) if inputs is not None else ()
                 if prompt not in RECORDER.paced_prompts:
                     RECORDER.paced_prompts.add(prompt)
-                    time.sleep(RECORDER.pace_s)
+                    _sleep(RECORDER.pace_s)
                     event["paced_s"] = RECORDER.pace_s
             output = original(self, *args, **kwargs)
         except BaseException as error:
@@ -464,7 +471,7 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
         RECORDER.tokenizer_depth += 1
         event = {"type": "tokenize", "start": RECORDER.now(), "paced_s": RECORDER.pace_s}
         try:
-            time.sleep(RECORDER.pace_s)
+            _sleep(RECORDER.pace_s)
             return original(self, *args, **kwargs)
         finally:
             RECORDER.tokenizer_depth -= 1
@@ -635,6 +642,12 @@ def _watch_figures() -> Iterator[None]:
 INSTALLED: dict[str, Any] = {}
 
 
+def _publisher() -> Callable[..., Any]:
+    from IPython.display import publish_display_data
+
+    return publish_display_data
+
+
 def install(settings: dict[str, Any]) -> dict[str, Any]:
     """Instrument generate, forward and cuda.synchronize; start recording the notebook."""
     if INSTALLED:
@@ -644,6 +657,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     from transformers.generation.utils import GenerationMixin
 
     INSTALLED["settings"] = settings
+    INSTALLED["publish"] = _publisher()  # before the notebook could replace it
     GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
     torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
     transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
@@ -718,7 +732,7 @@ def _build(recipe: Any) -> Any:
     if tag == "$handle":
         return HANDLES[payload]
     if tag == "$model":
-        key = "model:" + json.dumps(payload, sort_keys=True)
+        key = "model:" + _dumps(payload, sort_keys=True)
         if key not in HANDLES:
             HANDLES[key] = load_model(payload)
         return HANDLES[key]
@@ -783,7 +797,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"status": "returned"}
     watching = _watch_figures() if request.get("figures") else contextlib.nullcontext()
     with _capture() as captured, watching:
-        started = time.perf_counter()
+        started = _perf_counter()
         start_clock = RECORDER.now()
         try:
             value = function(*args, **kwargs)
@@ -799,7 +813,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
             if request.get("keep_as"):
                 HANDLES[request["keep_as"]] = value
         finally:
-            duration = time.perf_counter() - started
+            duration = _perf_counter() - started
     result.update(
         {
             "duration_s": duration,
@@ -853,7 +867,7 @@ def op_inspect(request: dict[str, Any]) -> dict[str, Any]:
 def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
     """Load a model (from a spec, or with load arguments the notebook defines) and describe it."""
     spec = dict(request["spec"])
-    started = time.perf_counter()
+    started = _perf_counter()
     try:
         if "load_args_path" in spec:
             load_args = _resolve_path(spec["load_args_path"])
@@ -880,7 +894,7 @@ def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
     except Exception as error:
         return {"status": "raised", "exception": _exception(error)}
     HANDLES[request["handle"]] = model
-    return {"status": "returned", "value": describe_model(model), "duration_s": time.perf_counter() - started}
+    return {"status": "returned", "value": describe_model(model), "duration_s": _perf_counter() - started}
 
 
 def op_generate(request: dict[str, Any]) -> dict[str, Any]:
@@ -949,12 +963,11 @@ def run(request_text: str) -> None:
         answer = OPERATIONS[request["op"]](request)
     except BaseException as error:  # an answer must always come back, whatever went wrong
         answer = {"status": "internal", "exception": _exception(error)}
-    from IPython.display import publish_display_data
-
+    publish_display_data = INSTALLED.get("publish") or _publisher()
     try:
-        payload = json.dumps(answer, allow_nan=False, default=_type_name)
+        payload = _dumps(answer, allow_nan=False, default=_type_name)
     except ValueError:
-        payload = json.dumps(_without_nan(answer), allow_nan=False, default=_type_name)
+        payload = _dumps(_without_nan(answer), allow_nan=False, default=_type_name)
     publish_display_data({request["channel"]: payload})
 
 
