@@ -175,11 +175,6 @@ class Gradebook:
         row = self._connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return str(row[0]) if row else None
 
-    def stored(self, submission_id: str) -> SubmissionResult | None:
-        """The stored result of a submission, if any."""
-        row = self._connection.execute("SELECT result_json FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
-        return result_from_json(row[0]) if row else None
-
     def unchanged(
         self, submission_id: str, notebook_sha256: str | None, fingerprint_of: Callable[[str | None], Fingerprint | None]
     ) -> SubmissionResult | None:
@@ -208,7 +203,3 @@ class Gradebook:
     def count(self) -> int:
         """How many submissions the gradebook holds."""
         return int(self._connection.execute("SELECT COUNT(*) FROM submissions").fetchone()[0])
-
-    def submission_ids(self) -> list[str]:
-        """Every stored submission id, sorted."""
-        return [row[0] for row in self._connection.execute("SELECT submission_id FROM submissions ORDER BY submission_id")]

@@ -11,13 +11,21 @@ figures they draw (read from matplotlib's objects: labels and plotted data).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
+from grader.checks.timing import (
+    LatencyTolerance,
+    call_timed,
+    cuda_misuse,
+    judge_synchronize,
+    judge_timed_call,
+    retry_while_too_long,
+)
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
@@ -316,10 +324,11 @@ def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[s
     if key not in context.memo:
         calls = []
         for prompt, max_new_tokens, use_cache in plan:
-            for _ in range(params.attempts):
-                outcome, value = _measure(context, params, prompt, max_new_tokens, use_cache)
-                if not too_long(params, value["latency_s"], outcome.generate_events()):
-                    break
+            outcome, value = retry_while_too_long(
+                params,
+                functools.partial(_measure, context, params, prompt, max_new_tokens, use_cache),
+                lambda value: value["latency_s"],
+            )
             calls.append((prompt, max_new_tokens, use_cache, outcome, value))
         context.memo[key] = calls
     calls_made: list[tuple[str, int, bool, CallOutcome, dict[str, Any]]] = context.memo[key]
@@ -329,19 +338,17 @@ def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[s
 def _measure(
     context: CheckContext, params: MeasureParams, prompt: str, max_new_tokens: int, use_cache: bool, device: str = "auto"
 ) -> tuple[CallOutcome, dict[str, Any]]:
-    outcome = context.call(
+    outcome, value = call_timed(
+        context,
         params.function,
-        model(model_spec(params.model, device=device, dtype="float32")),
-        tokenizer(params.model),
-        literal(prompt),
-        literal(max_new_tokens),
+        params.model,
+        prompt,
+        max_new_tokens,
         literal(use_cache),
+        device=device,
+        dtype="float32",
         pace_s=params.pace_s,
     )
-    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
-    if misuse is not None:
-        raise StopCheck(misuse)
-    value = context.returned(outcome, params.function)
     missing = [key for key in METRICS if not isinstance(value, dict) or key not in value]
     if missing:
         raise StopCheck(

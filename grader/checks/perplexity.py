@@ -9,6 +9,7 @@ batching are judged from the instrumented forward passes of the student's own ca
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
+from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
 from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.quiet import quiet_libraries
 from grader.values import Model, Tokenizer, is_number, kind_of
@@ -468,18 +469,9 @@ class TimingParams(LatencyTolerance):
 def _timing_call(
     context: CheckContext, params: TimingParams, prompt: str, max_new_tokens: int, device: str = "auto"
 ) -> tuple[CallOutcome, dict[str, Any]]:
-    outcome = context.call(
-        params.function,
-        model(model_spec(params.model, device=device, dtype="float32")),
-        tokenizer(params.model),
-        literal(prompt),
-        literal(max_new_tokens),
-        pace_s=params.pace_s,
+    outcome, value = call_timed(
+        context, params.function, params.model, prompt, max_new_tokens, device=device, dtype="float32", pace_s=params.pace_s
     )
-    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
-    if misuse is not None:
-        raise StopCheck(misuse)
-    value = context.returned(outcome, params.function)
     if not isinstance(value, dict) or not {"latency_s", "tokens_per_s"} <= set(value):
         raise StopCheck(
             Verdict.failed(
@@ -498,10 +490,11 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
     """latency_s is the generate call's duration; tokens_per_s counts the tokens really generated."""
     calls = [(context.rng.choice(params.prompts), context.rng.randint(*params.tokens)), (params.eos_prompt, params.eos_tokens)]
     for prompt, max_new_tokens in calls:
-        for _ in range(params.attempts):
-            outcome, value = _timing_call(context, params, prompt, max_new_tokens)
-            if not too_long(params, value["latency_s"], outcome.generate_events()):
-                break
+        outcome, value = retry_while_too_long(
+            params,
+            functools.partial(_timing_call, context, params, prompt, max_new_tokens),
+            lambda value: value["latency_s"],
+        )
         latency, rate = value["latency_s"], value["tokens_per_s"]
         if not is_number(latency) or latency <= 0 or not is_number(rate):
             return Verdict.failed(

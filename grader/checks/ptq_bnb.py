@@ -8,6 +8,7 @@ calls the notebook's experiment loop made.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.timing import LatencyTolerance, cuda_misuse, judge_synchronize, judge_timed_call, too_long
-from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
+from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
+from grader.harness import model, model_spec
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
 Quantization = Literal["none", "int8", "nf4", "fp4"]
@@ -115,30 +116,6 @@ class GenerateParams(Params):
     max_new_tokens: int = Field(20, ge=1, description="max_new_tokens passed.")
 
 
-def _call_generate(
-    context: CheckContext,
-    function: str,
-    hub_id: str,
-    prompt: str,
-    max_new_tokens: int,
-    device: str = "auto",
-    pace_s: float = 0.0,
-) -> tuple[CallOutcome, Any]:
-    """Call the student's function (paced when its latency is judged); stop with a clear verdict if it did not return."""
-    outcome = context.call(
-        function,
-        model(model_spec(hub_id, device=device)),
-        tokenizer(hub_id),
-        literal(prompt),
-        literal(max_new_tokens),
-        pace_s=pace_s,
-    )
-    misuse = cuda_misuse(outcome, function, context.on_cuda)
-    if misuse is not None:
-        raise StopCheck(misuse)
-    return outcome, context.returned(outcome, function)
-
-
 def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
     """The (text, latency) pair, or stop with a message about the return value's shape."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
@@ -178,7 +155,7 @@ def decoded_variants(context: CheckContext, hub_id: str, event: dict[str, Any]) 
 @check_kind("generate_output", GenerateParams)
 def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
     """Returns (text, latency) in that order; the text is the decoded output of its generate call."""
-    outcome, value = _call_generate(context, params.function, params.model, params.prompt, params.max_new_tokens)
+    outcome, value = call_timed(context, params.function, params.model, params.prompt, params.max_new_tokens)
     text, latency = _text_and_latency(value, params.function)
     events = outcome.generate_events()
     if not events:
@@ -245,11 +222,12 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
     for low, high in (params.short_tokens, params.long_tokens):
         prompt = context.rng.choice(params.prompts)
         max_new_tokens = context.rng.randint(low, high)
-        for _ in range(params.attempts):
-            outcome, value = _call_generate(context, params.function, params.model, prompt, max_new_tokens, pace_s=params.pace_s)
-            _, latency = _text_and_latency(value, params.function)
-            if not too_long(params, latency, outcome.generate_events()):
-                break
+        outcome, value = retry_while_too_long(
+            params,
+            functools.partial(call_timed, context, params.function, params.model, prompt, max_new_tokens, pace_s=params.pace_s),
+            lambda value: _text_and_latency(value, params.function)[1],
+        )
+        _, latency = _text_and_latency(value, params.function)
         if not is_number(latency) or latency <= 0:
             return Verdict.failed(
                 f"The latency {params.function} returns should be a positive number of seconds, but it is {kind_of(latency)}.",
@@ -291,7 +269,7 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
 @check_kind("generate_synchronize", GenerateParams)
 def generate_synchronize(context: CheckContext, params: GenerateParams) -> Verdict:
     """On CUDA, torch.cuda.synchronize() is called before the timed generate and after it."""
-    outcome, value = _call_generate(context, params.function, params.model, params.prompt, params.max_new_tokens, device="cuda")
+    outcome, value = call_timed(context, params.function, params.model, params.prompt, params.max_new_tokens, device="cuda")
     _text_and_latency(value, params.function)
     return judge_synchronize(outcome, params.function)
 

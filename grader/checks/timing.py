@@ -11,12 +11,15 @@ model is.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import Field
 
-from grader.checks.base import Params, Verdict, number
-from grader.harness import CallOutcome
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
+from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
+
+T = TypeVar("T")
 
 
 class LatencyTolerance(Params):
@@ -43,6 +46,47 @@ class LatencyTolerance(Params):
             "call: a timer around a warm-up or a tokenization then reads far longer than the generate it reports."
         ),
     )
+
+
+def call_timed(
+    context: CheckContext,
+    function: str,
+    hub_id: str,
+    prompt: str,
+    max_new_tokens: int,
+    *more: dict[str, Any],
+    device: str = "auto",
+    dtype: str = "auto",
+    pace_s: float = 0.0,
+) -> tuple[CallOutcome, Any]:
+    """Call ``function(model, tokenizer, prompt, max_new_tokens, *more)``; stop on CUDA misuse or a failed call.
+
+    ``more`` are further argument recipes; ``pace_s`` paces the call (see ``Harness.call``).
+    """
+    outcome = context.call(
+        function,
+        model(model_spec(hub_id, device=device, dtype=dtype)),
+        tokenizer(hub_id),
+        literal(prompt),
+        literal(max_new_tokens),
+        *more,
+        pace_s=pace_s,
+    )
+    misuse = cuda_misuse(outcome, function, context.on_cuda)
+    if misuse is not None:
+        raise StopCheck(misuse)
+    return outcome, context.returned(outcome, function)
+
+
+def retry_while_too_long(
+    tolerance: LatencyTolerance, attempt: Callable[[], tuple[CallOutcome, T]], latency_of: Callable[[T], Any]
+) -> tuple[CallOutcome, T]:
+    """Call ``attempt`` up to ``tolerance.attempts`` times while the latency it reports reads too long."""
+    for _ in range(tolerance.attempts):
+        outcome, value = attempt()
+        if not too_long(tolerance, latency_of(value), outcome.generate_events()):
+            break
+    return outcome, value
 
 
 def too_long(tolerance: LatencyTolerance, latency: Any, events: list[dict[str, Any]]) -> bool:
