@@ -223,11 +223,11 @@ class Grader:
         on_cuda = bool(environment.get("cuda_available"))
         if check.device == "cuda" and not on_cuda:
             return Verdict.skipped(
-                f"This check needs a CUDA GPU, and the grading machine has none: its {_points(check.points)} are not graded here."
+                f"This check needs a CUDA GPU, and the grading machine has none: {_points_not_graded(check.points)}."
             )
         if check.device == "cpu" and on_cuda:
             return Verdict.skipped(
-                f"This check grades CPU-only behaviour and the grading machine has a GPU: its {_points(check.points)} are not graded here."
+                f"This check grades CPU-only behaviour and the grading machine has a GPU: {_points_not_graded(check.points)}."
             )
         if kind.needs_kernel and context.harness is None:
             return Verdict.error(
@@ -275,6 +275,10 @@ class Grader:
         if self.zoo is not None:
             provenance["zoo"] = self.zoo.key
         return provenance
+
+
+def _points_not_graded(points: float) -> str:
+    return f"its {_points(points)} {'is' if points == 1 else 'are'} not graded here"
 
 
 def _points(points: float) -> str:
