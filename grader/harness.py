@@ -92,6 +92,16 @@ def model(spec: dict[str, Any]) -> dict[str, Any]:
     return {"$model": spec}
 
 
+def onnx_model(path: str, file_name: str) -> dict[str, Any]:
+    """An ONNX Runtime causal LM loaded in the kernel with Optimum from ``path/file_name`` (cached there)."""
+    return {"$onnx_model": {"path": path, "file_name": file_name}}
+
+
+def mapping(recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A dict whose values are built from recipes (for example, models by label)."""
+    return {"$dict": recipes}
+
+
 def tokenizer(hub_id: str) -> dict[str, Any]:
     """``AutoTokenizer.from_pretrained(hub_id)`` in the kernel (cached there)."""
     return {"$tokenizer": hub_id}
@@ -176,12 +186,19 @@ class Harness:
         return self._ask({"op": "load_model", "spec": spec, "handle": handle_name}, timeout_s)
 
     def generate(
-        self, handle_name: str, tokenizer_id: str, prompt: str, max_new_tokens: int, timeout_s: float | None = None
+        self,
+        handle_name: str,
+        tokenizer_id: str,
+        prompt: str,
+        max_new_tokens: int,
+        timeout_s: float | None = None,
+        item: int | None = None,
     ) -> CallOutcome:
-        """Greedy-generate from a kept model: does it really produce text?"""
+        """Greedy-generate from a kept model (``item``: the model is that item of the kept value): does it produce text?"""
         request = {
             "op": "generate",
             "handle": handle_name,
+            "item": item,
             "tokenizer": tokenizer_id,
             "prompt": prompt,
             "max_new_tokens": max_new_tokens,

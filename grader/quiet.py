@@ -7,7 +7,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 
-LIBRARIES = ("transformers", "bitsandbytes", "accelerate")
+LIBRARIES = ("transformers", "bitsandbytes", "accelerate", "optimum", "onnxruntime")
 
 
 @contextlib.contextmanager

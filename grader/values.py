@@ -94,6 +94,16 @@ class Model:
 
 
 @dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX Runtime model (Optimum's ORTModel classes): the ONNX file its session runs."""
+
+    type: str
+    path: str
+    providers: tuple[str, ...] = ()
+    name_or_path: str = ""
+
+
+@dataclass(frozen=True)
 class Tokenizer:
     """A tokenizer: its class, where it was loaded from, and its padding settings."""
 
@@ -153,6 +163,13 @@ def decode(description: Any) -> Any:
             description.get("pad_token"),
             description.get("padding_side"),
             int(description.get("vocab_size", 0)),
+        )
+    if kind == "onnx_model":
+        return OnnxModel(
+            str(description.get("type", "")),
+            str(description.get("path", "")),
+            tuple(str(p) for p in description.get("providers", [])),
+            str(description.get("name_or_path", "")),
         )
     if kind == "config":
         fields = decode(description.get("fields", {"kind": "dict", "items": []}))
@@ -226,6 +243,8 @@ def kind_of(value: Any) -> str:
         return f"a dtype ({value.name})"
     if isinstance(value, Model):
         return f"a model ({value.type.rsplit('.', 1)[-1]})"
+    if isinstance(value, OnnxModel):
+        return f"an ONNX Runtime model ({value.type.rsplit('.', 1)[-1]})"
     if isinstance(value, Tokenizer):
         return f"a tokenizer ({value.type.rsplit('.', 1)[-1]})"
     if isinstance(value, ConfigValue):

@@ -38,14 +38,21 @@ class LoaderParams(Params):
 
     expect: Literal["same_id", "eval_device", "cpu_float32"] = Field(description="What this check judges.")
     model_id: str = Field("gpt2", description="The model id passed.")
-    precision: str = Field("float32", description="The precision passed.")
+    precision: str | None = Field("float32", description="The precision passed (null: the loader takes only the id).")
     function: str = Field("load_model_and_tokenizer", description="The student's function.")
+
+    @property
+    def call_text(self) -> str:
+        """How the call reads in feedback."""
+        arguments = [self.model_id] if self.precision is None else [self.model_id, self.precision]
+        return f"{self.function}({', '.join(map(repr, arguments))})"
 
 
 def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Model]:
     key = f"loader:{params.function}:{params.model_id}:{params.precision}"
     if key not in context.memo:
-        outcome = context.call(params.function, literal(params.model_id), literal(params.precision))
+        arguments = [literal(params.model_id)] + ([] if params.precision is None else [literal(params.precision)])
+        outcome = context.call(params.function, *arguments)
         context.memo[key] = outcome
     outcome = context.memo[key]
     value = context.returned(outcome, params.function)
@@ -74,7 +81,7 @@ def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Mod
 def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
     """The loader: same id for model and tokenizer, eval mode on the right device, float32 on CPU."""
     loaded_tokenizer, loaded_model = _loaded(context, params)
-    call = f"{params.function}({params.model_id!r}, {params.precision!r})"
+    call = params.call_text
     if params.expect == "same_id":
         names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
         wrong = {part: name for part, name in names.items() if name != params.model_id}
@@ -306,6 +313,29 @@ TOKEN_MISTAKES = {
 }
 
 
+def judge_loss(found: float, variants: dict[str, float], where: str, rel_tolerance: float, data: dict[str, Any]) -> Verdict:
+    """A reported loss against the token-weighted reference, naming the classic mistake it matches."""
+    expected = variants["loss"]
+    if math.isclose(found, expected, rel_tol=rel_tolerance):
+        return Verdict.passed(f"The loss {where} is the token-weighted mean ({number(found)}).", data=data)
+    for names, explanation in LOSS_MISTAKES.items():
+        name = next((n for n in names if math.isclose(found, variants[n], rel_tol=rel_tolerance)), None)
+        if name is not None:
+            return Verdict.failed(
+                f"The loss {where} is {number(found)}, but the token-weighted mean is {number(expected)}: your function {explanation}. "
+                f"To fix it, {GUIDANCE}.",
+                expected=number(expected),
+                found=number(found),
+                data={**data, "mistake": name},
+            )
+    return Verdict.failed(
+        f"The loss {where} is {number(found)}, but the token-weighted mean cross-entropy is {number(expected)}. {GUIDANCE.capitalize()}.",
+        expected=number(expected),
+        found=number(found),
+        data=data,
+    )
+
+
 class LossParams(CorpusParams):
     """Which returned field is judged, and how closely."""
 
@@ -331,25 +361,7 @@ def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
     found = float(found)
     data = {"texts": len(texts), "batch_size": batch_size, "found": found, **{k: round(v, 6) for k, v in variants.items()}}
     if params.field == "loss":
-        expected = variants["loss"]
-        if math.isclose(found, expected, rel_tol=params.rel_tolerance):
-            return Verdict.passed(f"The loss {where} is the token-weighted mean ({number(found)}).", data=data)
-        for names, explanation in LOSS_MISTAKES.items():
-            name = next((n for n in names if math.isclose(found, variants[n], rel_tol=params.rel_tolerance)), None)
-            if name is not None:
-                return Verdict.failed(
-                    f"The loss {where} is {number(found)}, but the token-weighted mean is {number(expected)}: your function {explanation}. "
-                    f"To fix it, {GUIDANCE}.",
-                    expected=number(expected),
-                    found=number(found),
-                    data={**data, "mistake": name},
-                )
-        return Verdict.failed(
-            f"The loss {where} is {number(found)}, but the token-weighted mean cross-entropy is {number(expected)}. {GUIDANCE.capitalize()}.",
-            expected=number(expected),
-            found=number(found),
-            data=data,
-        )
+        return judge_loss(found, variants, where, params.rel_tolerance, data)
     if params.field == "perplexity":
         loss = value["loss"]
         if not is_number(loss):

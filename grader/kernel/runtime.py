@@ -99,6 +99,8 @@ def describe(value: Any, depth: int = 0) -> Any:
             "padding_side": getattr(value, "padding_side", None),
             "vocab_size": len(value),
         }
+    if module.startswith("optimum.onnxruntime") and hasattr(value, "session"):
+        return describe_onnx_model(value)
     if module.startswith("numpy") and hasattr(value, "shape"):
         return {"kind": "array", "type": _type_name(value), "shape": list(value.shape), "dtype": str(value.dtype)}
     if hasattr(value, "to_dict") and type(value).__name__.endswith("Config"):
@@ -194,6 +196,23 @@ def describe_model(model: Any) -> dict[str, Any]:
         "buffer_bytes": sum(b.nelement() * b.element_size() for b in buffers),
         "buffer_elements": sum(b.nelement() for b in buffers),
         "parameter_dtypes": sorted({str(p.dtype) for p in parameters}),
+    }
+
+
+def describe_onnx_model(model: Any) -> dict[str, Any]:
+    """An ONNX Runtime model (Optimum's ORTModel...): its class, the ONNX file its session runs, its providers."""
+    session = getattr(model, "session", None)
+    path = getattr(model, "path", None) or getattr(session, "_model_path", None)
+    try:
+        providers = [str(provider) for provider in session.get_providers()] if session is not None else []
+    except Exception:  # a broken session is still described
+        providers = []
+    return {
+        "kind": "onnx_model",
+        "type": _type_name(model),
+        "path": str(path) if path is not None else "",
+        "providers": providers,
+        "name_or_path": str(getattr(getattr(model, "config", None), "_name_or_path", "")),
     }
 
 
@@ -736,6 +755,16 @@ def _build(recipe: Any) -> Any:
         if key not in HANDLES:
             HANDLES[key] = load_model(payload)
         return HANDLES[key]
+    if tag == "$dict":
+        return {key: _build(value) for key, value in payload.items()}
+    if tag == "$onnx_model":
+        key = f"onnx_model:{payload}"
+        if key not in HANDLES:
+            from optimum.onnxruntime import ORTModelForCausalLM
+
+            with _capture():
+                HANDLES[key] = ORTModelForCausalLM.from_pretrained(payload["path"], file_name=payload["file_name"])
+        return HANDLES[key]
     if tag == "$tokenizer":
         key = f"tokenizer:{payload}"
         if key not in HANDLES:
@@ -900,6 +929,8 @@ def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
 def op_generate(request: dict[str, Any]) -> dict[str, Any]:
     """Greedy-generate from a loaded model to show that it really produces text."""
     model = HANDLES[request["handle"]]
+    if request.get("item") is not None:  # a model kept inside a returned tuple, such as (model, info)
+        model = model[request["item"]]
     tokenizer = _build({"$tokenizer": request["tokenizer"]})
     RECORDER.call = []
     try:

@@ -148,8 +148,12 @@ class ModelZoo:
 
     def kernel_env(self) -> dict[str, str]:
         """Environment variables that make a kernel load the zoo's models offline."""
+        hub_cache = str(self.ensure_built())
         return {
-            "HF_HUB_CACHE": str(self.ensure_built()),
+            "HF_HUB_CACHE": hub_cache,
+            # Optimum's from_pretrained(..., export=True) defaults its cache_dir to the legacy
+            # name (read once, at import), so it must point at the zoo too.
+            "HUGGINGFACE_HUB_CACHE": hub_cache,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",
