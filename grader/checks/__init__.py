@@ -17,6 +17,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "grader.checks.ptq_bnb",
     "grader.checks.perplexity",
     "grader.checks.latency",
+    "grader.checks.quantization",
 )
 
 

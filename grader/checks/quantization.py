@@ -1,0 +1,822 @@
+"""Check kinds of the ``quantization`` assignment: Optimum PTQ, cache/padding ablation, batching (seeds 001, 002).
+
+Every timing is judged from the instrumentation of the student's own calls, paced as in the
+``latency`` assignment (see :mod:`grader.checks.timing`). The quantized model is judged by the
+ONNX graph its session really runs (read with the ``onnx`` package in the grader's process) and
+by generating text with it; the ablation and batching by the settings and shapes that reach each
+generate call; perplexity by the shared code of the ``perplexity`` assignment, on hidden corpora,
+with an INT8 ONNX model the grader quantizes itself so that a PTQ mistake is charged only once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
+from grader.checks.timing import LatencyTolerance, call_timed, judge_latency, judge_timed_call, retry_while_too_long
+from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model, tokenizer
+from grader.quiet import quiet_libraries
+from grader.values import Frame, OnnxModel, is_number, kind_of
+
+METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
+SETTING_METRICS = ("latency_s", "tokens_per_s", "ms_per_token")
+# ONNX operators that only a quantized graph holds (dynamic QOperator, static QOperator and QDQ formats).
+INTEGER_OPS = frozenset(
+    {
+        "MatMulInteger",
+        "QLinearMatMul",
+        "DynamicQuantizeLinear",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+        "QuantizeLinear",
+        "QGemm",
+        "QAttention",
+        "QLinearConv",
+        "ConvInteger",
+        "MatMulNBits",
+    }
+)
+INT8_TYPES = (2, 3)  # onnx.TensorProto.UINT8, INT8
+
+
+class PromptsParams(LatencyTolerance):
+    """Hidden prompts of different lengths (so that a batch is padded) and max_new_tokens."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    prompts: list[str] = Field(min_length=3, description="Hidden prompts; some are drawn, the shortest and the longest always.")
+    draws: int = Field(3, ge=2, description="How many prompts are passed.")
+    tokens: list[int] = Field([12, 24], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of derived rates (tokens_per_s, ms_per_token).")
+
+
+def draw_prompts(context: CheckContext, params: PromptsParams, name: str) -> tuple[list[str], int]:
+    """Prompts and max_new_tokens for a call: the shortest and longest hidden prompts and a few others."""
+    rng = context.rng_for(name)
+    ordered = sorted(params.prompts, key=len)
+    middle = rng.sample(ordered[1:-1], min(max(params.draws - 2, 0), len(ordered) - 2))
+    prompts = [ordered[-1], *middle, ordered[0]]
+    rng.shuffle(prompts)
+    return prompts, rng.randint(*params.tokens)
+
+
+def timed_calls(outcome: CallOutcome) -> list[dict[str, Any]]:
+    """The last generate call of each run of calls on the same inputs (a warm-up, then the timed call)."""
+    timed: list[dict[str, Any]] = []
+    previous: tuple[Any, ...] | None = None
+    for event in outcome.generate_events():
+        key = (tuple(event.get("input_shape") or ()), tuple(event.get("input_ids") or ()), event.get("padding_side"))
+        if key == previous and timed:
+            timed[-1] = event
+        else:
+            timed.append(event)
+        previous = key
+    return timed
+
+
+def token_range(event: dict[str, Any]) -> tuple[int, int]:
+    """New tokens of every sequence of a generate call: up to each one's end-of-text, and every generated position."""
+    rows = int((event.get("input_shape") or [1])[0])
+    width = int((event.get("output_shape") or [0, 0])[-1]) - int((event.get("input_shape") or [0, 0])[-1])
+    counts = event.get("new_tokens") or [width]
+    return int(sum(counts)), rows * width
+
+
+def _span(low: object, high: object) -> str:
+    return str(low) if low == high else f"{low} to {high}"
+
+
+def _metrics_dict(value: Any, call: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    missing = [key for key in keys if not isinstance(value, dict) or key not in value]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return a dict with {', '.join(keys)}, but "
+                + (f"it has no {', '.join(missing)}." if isinstance(value, dict) else f"it returned {kind_of(value)}."),
+                expected="{" + ", ".join(f"'{key}': ..." for key in keys) + "}",
+                found=f"keys {sorted(map(str, value))}" if isinstance(value, dict) else kind_of(value),
+            )
+        )
+    bad = [key for key in keys if not is_number(value[key]) or float(value[key]) <= 0]
+    if bad:
+        raise StopCheck(
+            Verdict.failed(
+                f"In {call}, {bad[0]} should be a positive number, but it is {kind_of(value[bad[0]])}.",
+                found=kind_of(value[bad[0]]),
+            )
+        )
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# measure_generation
+# --------------------------------------------------------------------------------------
+
+
+class MeasureParams(PromptsParams):
+    """Hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
+
+    expect: Literal["latency", "tokens"] = Field(description="What this check judges.")
+    function: str = Field("measure_generation", description="The student's function.")
+    use_cache: bool = Field(False, description="use_cache passed (the default is True).")
+
+
+def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
+    prompts, max_new_tokens = draw_prompts(context, params, "measure")
+    key = f"quantization-measure:{params.function}:{params.model}:{prompts}:{max_new_tokens}:{params.use_cache}"
+    if key not in context.memo:
+
+        def attempt() -> tuple[CallOutcome, Any]:
+            return call_timed(
+                context,
+                params.function,
+                params.model,
+                prompts,  # type: ignore[arg-type]  # a list of prompts, passed as a JSON literal
+                max_new_tokens,
+                literal(params.use_cache),
+                dtype="float32",
+                pace_s=params.pace_s,
+            )
+
+        context.memo[key] = retry_while_too_long(
+            params, attempt, lambda value: value.get("latency_s") if isinstance(value, dict) else None
+        )
+    outcome, value = context.memo[key]
+    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens}, use_cache={params.use_cache})"
+    _metrics_dict(value, call, METRICS)
+    if not outcome.generate_events():
+        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
+    return prompts, max_new_tokens, outcome, value
+
+
+@check_kind("batch_measure", MeasureParams)
+def batch_measure(context: CheckContext, params: MeasureParams) -> Verdict:
+    """measure_generation on a batch: latency of the timed generate only; new tokens of every sequence; rates."""
+    _, max_new_tokens, outcome, value = _measured(context, params)
+    latency = float(value["latency_s"])
+    if params.expect == "latency":
+        verdict = judge_timed_call(params, latency, outcome, max_new_tokens)
+        if verdict is not None:
+            return verdict
+        return Verdict.passed(f"{params.function} times only the generate call of the batch.")
+    timed = outcome.generate_events()[-1]
+    low, high = token_range(timed)
+    reported = value["new_tokens"]
+    rows = int((timed.get("input_shape") or [1])[0])
+    if not low <= float(reported) <= high:
+        first_only = rows > 1 and float(reported) * rows <= high and float(reported) <= high / rows
+        why = f": it counts one sequence of the {rows}; count the new tokens of every sequence of the batch" if first_only else ""
+        return Verdict.failed(
+            f"new_tokens is {reported!r}, but the timed generate of {rows} prompts produced {_span(low, high)} new tokens{why}.",
+            expected=_span(low, high),
+            found=repr(reported),
+        )
+    rate, per_token = float(value["tokens_per_s"]), float(value["ms_per_token"])
+    expected_rate = float(reported) / latency
+    if not math.isclose(rate, expected_rate, rel_tol=params.rate_tolerance):
+        return Verdict.failed(
+            f"tokens_per_s is {number(rate)}, but {reported} new tokens in {number(latency, 's')} is {number(expected_rate)}.",
+            expected=number(expected_rate),
+            found=number(rate),
+        )
+    expected_ms = 1000 * latency / max(float(reported), 1)
+    if not math.isclose(per_token, expected_ms, rel_tol=params.rate_tolerance):
+        seconds = math.isclose(per_token, expected_ms / 1000, rel_tol=params.rate_tolerance)
+        return Verdict.failed(
+            f"ms_per_token is {number(per_token)}, but {number(latency, 's')} over {reported} tokens is {number(expected_ms)} ms"
+            + (": it is in seconds; multiply by 1000." if seconds else "."),
+            expected=number(expected_ms),
+            found=number(per_token),
+        )
+    return Verdict.passed(f"{params.function} counts the new tokens of every sequence and derives its rates from them.")
+
+
+# --------------------------------------------------------------------------------------
+# run_static_ptq_optimum
+# --------------------------------------------------------------------------------------
+
+
+class PtqParams(Params):
+    """How the PTQ function is called and judged."""
+
+    expect: Literal["quantized", "generates"] = Field(description="What this check judges.")
+    function: str = Field("run_static_ptq_optimum", description="The student's function.")
+    model: str = Field("gpt2", description="Hub ID passed.")
+    prompt: str = Field("The capital of France is", description="Prompt the quantized model must continue.")
+    max_new_tokens: int = Field(8, ge=1, description="Tokens generated from the quantized model.")
+
+
+def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str, Path]:
+    harness = context.require_harness()
+    key = f"ptq:{params.function}:{params.model}"
+    if key not in context.memo:
+        save_dir = harness.session.workdir / f"grader-ptq-{secrets.token_hex(4)}"  # removed with the working folder
+        outcome = harness.call(
+            params.function,
+            [literal(params.model), literal(str(save_dir))],
+            timeout_s=context.timeout_s,
+            keep_as="quantization:ptq",
+        )
+        context.memo[key] = (outcome, save_dir)
+    outcome, save_dir = context.memo[key]
+    call = f"{params.function}({params.model!r}, save_dir)"
+    value = context.returned(outcome, call)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return (quantized_model, info), but it returned {kind_of(value)}.",
+                expected="(quantized model, info string)",
+                found=kind_of(value),
+            )
+        )
+    quantized, info = value
+    if not isinstance(quantized, OnnxModel):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} returned {kind_of(quantized)} as the quantized model: export and quantize it with Optimum "
+                "(ORTModelForCausalLM, ORTQuantizer) and return the ONNX Runtime model loaded from the quantized file.",
+                expected="an ONNX Runtime model (ORTModelForCausalLM)",
+                found=kind_of(quantized),
+            )
+        )
+    path = Path(quantized.path)
+    return quantized, info if isinstance(info, str) else "", path if path.is_absolute() else harness.session.workdir / path
+
+
+def onnx_operators(path: Path) -> tuple[Counter[str], int]:
+    """Operator counts of an ONNX graph (subgraphs included) and how many of its initializers are 8-bit integers."""
+    import onnx
+
+    graph_model = onnx.load(str(path), load_external_data=False)
+    operators: Counter[str] = Counter()
+    int8 = 0
+    graphs = [graph_model.graph]
+    while graphs:
+        graph = graphs.pop()
+        int8 += sum(1 for initializer in graph.initializer if initializer.data_type in INT8_TYPES)
+        for node in graph.node:
+            operators[node.op_type] += 1
+            graphs.extend(attribute.g for attribute in node.attribute if attribute.HasField("g"))
+    return operators, int8
+
+
+@check_kind("onnx_ptq", PtqParams)
+def onnx_ptq(context: CheckContext, params: PtqParams) -> Verdict:
+    """The PTQ model: its ONNX graph is really quantized to integers; it generates text; the info names backend and precision."""
+    quantized, info, path = _ptq(context, params)
+    if params.expect == "quantized":
+        if not path.is_file():
+            return Verdict.failed(
+                f"The quantized model's session runs {quantized.path!r}, which the grader cannot read.",
+                expected="an ONNX file",
+                found="no such file",
+            )
+        operators, int8 = onnx_operators(path)
+        integer = sorted(op for op in operators if op in INTEGER_OPS)
+        if not integer:
+            common = ", ".join(f"{op} x{count}" for op, count in operators.most_common(4))
+            return Verdict.failed(
+                f"The model returned runs {path.name}, whose graph holds no integer operator (MatMulInteger, QLinearMatMul, "
+                f"DynamicQuantizeLinear, QuantizeLinear...): it was exported but not quantized. Quantize it with "
+                "ORTQuantizer.quantize(save_dir=..., quantization_config=AutoQuantizationConfig.avx2(is_static=False)) and load "
+                "the quantized file (file_name='model_quantized.onnx').",
+                expected="MatMulInteger / QLinearMatMul / DynamicQuantizeLinear nodes",
+                found=f"{sum(operators.values())} nodes ({common}), {int8} int8 initializers",
+            )
+        found = ", ".join(f"{op} x{operators[op]}" for op in integer)
+        return Verdict.passed(f"The quantized model's ONNX graph ({path.name}) holds {found} and {int8} int8 initializers.")
+    generated = context.require_harness().generate(
+        "quantization:ptq", params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s, item=0
+    )
+    if not generated.ok:
+        return Verdict.failed(
+            f"The quantized model could not generate text for {params.prompt!r}: {generated.exception or generated.message}.",
+            expected="generated text",
+            found=str(generated.exception or generated.message),
+        )
+    text = generated.value if isinstance(generated.value, str) else ""
+    if not text.strip():
+        return Verdict.failed(
+            f"The quantized model generated no text for {params.prompt!r}.", expected="generated text", found=repr(text)
+        )
+    missing = [
+        what
+        for what, pattern in (
+            ("the backend (ONNX Runtime / Optimum)", r"onnx|\bort\b|optimum"),
+            ("the precision (int8)", r"int8|8[- ]?bit"),
+        )
+        if not re.search(pattern, info, re.IGNORECASE)
+    ]
+    if missing:
+        return Verdict.failed(
+            f"The quantized model generates text, but its info string {info!r} does not name {' or '.join(missing)}.",
+            expected="an info string such as 'onnxruntime int8 (dynamic PTQ)'",
+            found=repr(info),
+        )
+    return Verdict.passed(f"The quantized model continues {params.prompt!r} with {text.strip()[:40]!r}; info: {info!r}.")
+
+
+# --------------------------------------------------------------------------------------
+# ablate_cache_and_padding
+# --------------------------------------------------------------------------------------
+
+SETTINGS = tuple((use_cache, side) for use_cache in (True, False) for side in ("left", "right"))
+
+
+def setting_key(use_cache: bool, side: str) -> str:
+    """The key of one ablation setting, as the starter spells it."""
+    return f"use_cache={use_cache},padding={side}"
+
+
+class AblationParams(PromptsParams):
+    """A hidden ablation call."""
+
+    expect: Literal["keys", "settings"] = Field(description="What this check judges.")
+    function: str = Field("ablate_cache_and_padding", description="The student's function.")
+
+
+def _setting_events(outcome: CallOutcome, use_cache: bool, side: str, max_new_tokens: int) -> list[dict[str, Any]]:
+    return [
+        event
+        for event in outcome.generate_events()
+        if event.get("use_cache") is use_cache
+        and event.get("padding_side") == side
+        and event.get("max_new_tokens") == max_new_tokens
+    ]
+
+
+def _ablation_too_long(params: AblationParams, outcome: CallOutcome, value: Any, max_new_tokens: int) -> bool:
+    if not isinstance(value, dict):
+        return False
+    for use_cache, side in SETTINGS:
+        events = _setting_events(outcome, use_cache, side, max_new_tokens)
+        metrics = value.get(setting_key(use_cache, side))
+        latency = metrics.get("latency_s") if isinstance(metrics, dict) else None
+        longest = max((float(event["duration_s"]) for event in events), default=math.inf)
+        if is_number(latency) and float(latency or 0) > longest * (1 + params.upper_rel) + params.upper_abs_s:
+            return True
+    return False
+
+
+def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
+    prompts, max_new_tokens = draw_prompts(context, params, "ablation")
+    key = f"ablation:{params.function}:{params.model}:{prompts}:{max_new_tokens}"
+    if key not in context.memo:
+        for _ in range(params.attempts):
+            outcome = context.call(
+                params.function,
+                model(model_spec(params.model, dtype="float32")),
+                tokenizer(params.model),
+                literal(prompts),
+                literal(max_new_tokens),
+                pace_s=params.pace_s,
+            )
+            if not outcome.ok or not _ablation_too_long(params, outcome, outcome.value, max_new_tokens):
+                break
+        context.memo[key] = outcome
+    outcome = context.memo[key]
+    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
+    value = context.returned(outcome, call)
+    if not isinstance(value, dict):
+        raise StopCheck(
+            Verdict.failed(f"{call} should return a dict of settings, but it returned {kind_of(value)}.", found=kind_of(value))
+        )
+    return prompts, max_new_tokens, outcome, value
+
+
+@check_kind("cache_padding_ablation", AblationParams)
+def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Verdict:
+    """The ablation: four settings keyed as the starter says, each measured as its own generate call shows."""
+    _, max_new_tokens, outcome, value = _ablation(context, params)
+    wanted = [setting_key(use_cache, side) for use_cache, side in SETTINGS]
+    if params.expect == "keys":
+        if sorted(map(str, value)) != sorted(wanted):
+            return Verdict.failed(
+                f"The ablation returned the keys {sorted(map(str, value))}: key the four settings exactly as "
+                f"{', '.join(repr(k) for k in wanted)}.",
+                expected=", ".join(wanted),
+                found=", ".join(sorted(map(str, value))),
+            )
+        for use_cache, side in SETTINGS:
+            name = setting_key(use_cache, side)
+            metrics = _metrics_dict(value[name], f"the ablation's {name!r}", SETTING_METRICS)
+            events = _setting_events(outcome, use_cache, side, max_new_tokens)
+            if not events:
+                continue  # the setting never reached generate: charged by the settings check
+            # Any call of this setting will do: a setting that is not really applied is charged by the settings check.
+            verdicts = [judge_latency(params, float(metrics["latency_s"]), [event], max_new_tokens) for event in events]
+            verdict = None if None in verdicts else verdicts[-1]
+            if verdict is not None:
+                return Verdict.failed(
+                    f"Under {name!r}: {verdict.message} Measure each setting with its own generate call and report that call's metrics.",
+                    expected=verdict.expected,
+                    found=verdict.found,
+                )
+        return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate call.")
+    problems = []
+    events = outcome.generate_events()
+    if not any(event.get("use_cache") is False for event in events):
+        problems.append("use_cache=False never reached model.generate: pass use_cache=use_cache to generate")
+    if not any(event.get("padding_side") == "left" for event in events):
+        problems.append("no generate call received left-padded inputs: set tokenizer.padding_side before tokenizing the prompts")
+    if not any(event.get("padding_side") == "right" for event in events):
+        problems.append("no generate call received right-padded inputs")
+    if not problems:
+        missing = [setting_key(*setting) for setting in SETTINGS if not _setting_events(outcome, *setting, max_new_tokens)]
+        if missing:
+            tokens = sorted({str(event.get("max_new_tokens")) for event in events})
+            problems.append(
+                f"no generate call ran {', '.join(missing)} with max_new_tokens={max_new_tokens} (max_new_tokens seen: {', '.join(tokens)})"
+            )
+    if problems:
+        return Verdict.failed(
+            f"Called with {len(SETTINGS)} settings to compare, {'; '.join(problems)}.",
+            expected=f"generate calls with use_cache True and False, left and right padding, max_new_tokens={max_new_tokens}",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(
+        f"Every setting reached model.generate: use_cache toggled, left and right padding, max_new_tokens={max_new_tokens}."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# measure_batched
+# --------------------------------------------------------------------------------------
+
+BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
+
+
+class BatchParams(PromptsParams):
+    """A hidden batching call."""
+
+    expect: Literal["rows", "sizes", "throughput"] = Field(description="What this check judges.")
+    function: str = Field("measure_batched", description="The student's function.")
+    batch_sizes: list[list[int]] = Field(
+        [[1, 2], [3, 5]], min_length=2, description="Ranges the increasing batch sizes are drawn from."
+    )
+
+
+def _batched(context: CheckContext, params: BatchParams) -> tuple[list[int], int, CallOutcome, Frame]:
+    prompts, max_new_tokens = draw_prompts(context, params, "batching")
+    rng = context.rng_for("batching-sizes")
+    sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
+    key = f"batched:{params.function}:{params.model}:{prompts}:{sizes}:{max_new_tokens}"
+    if key not in context.memo:
+        context.memo[key] = context.call(
+            params.function,
+            model(model_spec(params.model, dtype="float32")),
+            tokenizer(params.model),
+            literal(prompts),
+            literal(sizes),
+            literal(max_new_tokens),
+            pace_s=params.pace_s,
+        )
+    outcome = context.memo[key]
+    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
+    frame = context.returned(outcome, call)
+    if not isinstance(frame, Frame):
+        raise StopCheck(
+            Verdict.failed(f"{call} should return a pandas DataFrame, but it returned {kind_of(frame)}.", found=kind_of(frame))
+        )
+    missing = [column for column in BATCH_COLUMNS if column not in frame.columns]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"The batching DataFrame has no column {', '.join(missing)} (it has {', '.join(map(str, frame.columns))}).",
+                expected=", ".join(BATCH_COLUMNS),
+                found=", ".join(map(str, frame.columns)),
+            )
+        )
+    return sizes, max_new_tokens, outcome, frame
+
+
+@check_kind("batched_generation", BatchParams)
+def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
+    """measure_batched: a row per batch size; generate really batched; throughput over every sequence."""
+    sizes, max_new_tokens, outcome, frame = _batched(context, params)
+    reported = frame.column("batch_size")
+    if params.expect == "rows":
+        if frame.length != len(sizes) or [int(v) if is_number(v) else v for v in reported] != sizes:
+            return Verdict.failed(
+                f"Called with batch sizes {sizes}, the DataFrame's batch_size column reads {reported}: one row per batch size, in order.",
+                expected=str(sizes),
+                found=str(reported),
+            )
+        return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
+    timed = [event for event in timed_calls(outcome) if event.get("max_new_tokens") == max_new_tokens]
+    shapes = [int((event.get("input_shape") or [0])[0]) for event in timed]
+    if params.expect == "sizes":
+        if shapes != sizes:
+            return Verdict.failed(
+                f"Called with batch sizes {sizes}, the timed generate calls (max_new_tokens={max_new_tokens}) received batches of "
+                f"{shapes} prompts: tokenize batch_size prompts together and pass them to one generate call.",
+                expected=f"batches of {sizes}",
+                found=f"batches of {shapes}",
+            )
+        return Verdict.passed(f"The timed generate calls received batches of {sizes} prompts.")
+    by_size = {int((event.get("input_shape") or [0])[0]): event for event in timed}
+    for row in frame.records():
+        latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row["latency_per_sample_s"]
+        if not all(is_number(v) and float(v) > 0 for v in (latency, rate, per_sample, row["batch_size"])):
+            return Verdict.failed(f"The row for batch size {row['batch_size']} holds values that are not positive numbers.")
+        event = by_size.get(int(row["batch_size"]))
+        if event is None:
+            continue  # batches of another size are charged by the sizes check
+        low, high = token_range(event)
+        rows = int(row["batch_size"])
+        produced = float(rate) * float(latency)
+        if not low * (1 - params.rate_tolerance) <= produced <= high * (1 + params.rate_tolerance):
+            first_only = rows > 1 and produced <= high / rows * (1 + params.rate_tolerance)
+            why = (
+                f"it counts the tokens of one sequence of the {rows}; count every sequence's new tokens"
+                if first_only
+                else "tokens_per_s should be the new tokens of all sequences divided by latency_s"
+            )
+            return Verdict.failed(
+                f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but the batch produced "
+                f"{_span(low, high)} new tokens: {why}.",
+                expected=f"{_span(number(low / float(latency)), number(high / float(latency)))} tokens/s",
+                found=number(float(rate)),
+            )
+        if not math.isclose(float(per_sample), float(latency) / rows, rel_tol=params.rate_tolerance):
+            return Verdict.failed(
+                f"For batch size {rows}, latency_per_sample_s is {number(float(per_sample))}, but latency_s / batch_size is "
+                f"{number(float(latency) / rows)}.",
+                expected=number(float(latency) / rows),
+                found=number(float(per_sample)),
+            )
+    return Verdict.passed(
+        "tokens_per_s counts the new tokens of every sequence, and latency_per_sample_s is latency_s / batch_size."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# compare_ppplx
+# --------------------------------------------------------------------------------------
+
+
+class PpxParams(CorpusParams):
+    """compare_ppplx on a hidden corpus with the baseline model and an INT8 ONNX model the grader quantizes."""
+
+    expect: Literal["loss", "ppx", "quantized"] = Field(description="What this check judges.")
+    function: str = Field("compare_ppplx", description="The student's function.")
+    rel_tolerance: float = Field(
+        1e-4, gt=0, lt=0.01, description="Relative tolerance of the baseline loss and of ppx = exp(loss)."
+    )
+    drift: float = Field(0.05, gt=0, lt=1, description="Largest relative difference between the INT8 and the baseline loss.")
+
+
+def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], CallOutcome, dict[str, Any]]:
+    texts, _ = draw_corpus(context, params)
+    key = "ppx-comparison:" + json.dumps([params.function, params.model, texts])
+    if key not in context.memo:
+        harness = context.require_harness()
+        quantized_dir = harness.session.workdir / f"grader-int8-{secrets.token_hex(4)}"  # removed with the working folder
+        if context.reference is None:
+            raise StopCheck(Verdict.error("The reference implementation is not available to quantize the comparison model."))
+        with quiet_libraries():
+            context.reference.run_static_ptq_optimum(context.models.source(params.model), str(quantized_dir))
+        context.memo[key] = context.call(
+            params.function,
+            mapping(
+                {
+                    "baseline": model(model_spec(params.model, dtype="float32")),
+                    "quantized": onnx_model(str(quantized_dir), context.reference.QUANTIZED_FILE),
+                }
+            ),
+            tokenizer(params.model),
+            literal(texts),
+        )
+    outcome = context.memo[key]
+    value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)")
+    if not isinstance(value, dict):
+        raise StopCheck(
+            Verdict.failed(f"{params.function} should return a dict keyed by model label, but it returned {kind_of(value)}.")
+        )
+    return texts, outcome, value
+
+
+def _label_result(value: dict[str, Any], label: str, function: str) -> tuple[float, float]:
+    result = value.get(label)
+    if not isinstance(result, dict) or not is_number(result.get("loss")) or not is_number(result.get("ppx")):
+        raise StopCheck(
+            Verdict.failed(
+                f"{function}({{'baseline': ..., 'quantized': ...}}, ...) returned {kind_of(result)} under {label!r}: "
+                "give every model in `models` its {'loss': ..., 'ppx': ...}.",
+                expected=f"{{'loss': float, 'ppx': float}} under {label!r}",
+                found=kind_of(result) + (f" with keys {sorted(map(str, result))}" if isinstance(result, dict) else ""),
+            )
+        )
+    return float(result["loss"]), float(result["ppx"])
+
+
+@check_kind("perplexity_comparison", PpxParams)
+def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
+    """compare_ppplx: the baseline's token-weighted loss, ppx = exp(loss), and the INT8 model's value present."""
+    texts, outcome, value = _comparison(context, params)
+    where = f"on {len(texts)} hidden texts"
+    if params.expect == "loss":
+        loss, _ = _label_result(value, "baseline", params.function)
+        forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
+        if not forwards:
+            return Verdict.error(
+                f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
+                found="no forward pass",
+            )
+        batch_size = int(forwards[0]["input_shape"][0])
+        key = "variants:" + json.dumps([params.model, texts, batch_size])
+        if key not in context.memo:
+            with quiet_libraries():
+                reference = (
+                    context.models.model(model_spec(params.model, dtype="float32")),
+                    context.models.tokenizer(params.model),
+                )
+                context.memo[key] = loss_variants(*reference, texts, batch_size)
+        data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
+        return judge_loss(
+            loss, context.memo[key], f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data
+        )
+    if params.expect == "ppx":
+        for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
+            loss, ppx = _label_result(value, label, params.function)
+            if not math.isclose(ppx, math.exp(loss), rel_tol=params.rel_tolerance):
+                return Verdict.failed(
+                    f"Under {label!r}, ppx is {number(ppx)} but the loss is {number(loss)}, and exp({number(loss)}) = "
+                    f"{number(math.exp(loss))}: perplexity is exp of the token-weighted loss.",
+                    expected=number(math.exp(loss)),
+                    found=number(ppx),
+                )
+        return Verdict.passed("ppx is exp(loss) for every model evaluated.")
+    baseline, _ = _label_result(value, "baseline", params.function)
+    quantized, _ = _label_result(value, "quantized", params.function)
+    if abs(quantized - baseline) > params.drift * abs(baseline):
+        return Verdict.failed(
+            f"The INT8 model's loss ({number(quantized)}) is far from the baseline's ({number(baseline)}) {where}; the grader's "
+            f"INT8 model drifts by well under {params.drift:.0%}: evaluate each model in `models` the same way.",
+            expected=f"within {params.drift:.0%} of {number(baseline)}",
+            found=number(quantized),
+        )
+    return Verdict.passed(
+        f"The INT8 ONNX model is evaluated too: loss {number(quantized)} vs {number(baseline)} for the baseline {where}."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# probe_edge_prompts
+# --------------------------------------------------------------------------------------
+
+EDGE_KINDS = ("very short", "very long", "multi-line", "repetitive")
+
+
+class EdgeParams(Params):
+    """How the edge prompts are probed and told apart."""
+
+    function: str = Field("probe_edge_prompts", description="The student's function.")
+    model: str = Field("gpt2", description="Hub ID of the model and tokenizer.")
+    tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
+    long_tokens: int = Field(200, ge=10, description="A prompt of at least this many tokens is very long.")
+    repetitive_share: float = Field(0.25, gt=0, lt=1, description="Distinct tokens / tokens at most this is repetitive.")
+
+
+def edge_kind(ids: list[int], text: str, params: EdgeParams) -> str | None:
+    """The edge kind a prompt is (multi-line before long before repetitive), or None."""
+    if "\n" in text.strip():
+        return "multi-line"
+    if len(ids) >= params.long_tokens:
+        return "very long"
+    if len(ids) >= 8 and len(set(ids)) <= params.repetitive_share * len(ids):
+        return "repetitive"
+    if len(ids) <= params.short_tokens:
+        return "very short"
+    return None
+
+
+@check_kind("edge_prompts", EdgeParams)
+def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
+    """probe_edge_prompts: very short, very long, multi-line and repetitive prompts, each with the same max_new_tokens."""
+    max_new_tokens = context.rng_for("edge").randint(*params.tokens)
+    call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
+    outcome = context.call(
+        params.function, model(model_spec(params.model, dtype="float32")), tokenizer(params.model), literal(max_new_tokens)
+    )
+    value = context.returned(outcome, call)
+    if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):
+        return Verdict.failed(
+            f"{call} should return a dict with one entry per edge kind ({', '.join(EDGE_KINDS)}), but it returned {kind_of(value)}.",
+            expected=f"{len(EDGE_KINDS)} entries",
+            found=kind_of(value),
+        )
+    for name, metrics in value.items():
+        _metrics_dict(metrics, f"the edge prompt {name!r}", SETTING_METRICS)
+    reference_tokenizer = context.models.tokenizer(params.model)
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for event in timed_calls(outcome):
+        ids = list(event.get("input_ids") or [])
+        kind = edge_kind(ids, reference_tokenizer.decode(ids, skip_special_tokens=True), params)
+        if kind is not None:
+            kinds.setdefault(kind, []).append(event)
+    missing = [kind for kind in EDGE_KINDS if kind not in kinds]
+    if missing:
+        return Verdict.failed(
+            f"No generate call of {call} had a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens; "
+            f"very long: at least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens repeated).",
+            expected=", ".join(EDGE_KINDS),
+            found=", ".join(kinds) or "none of them",
+        )
+    unfair = sorted({str(e.get("max_new_tokens")) for events in kinds.values() for e in events[-1:]} - {str(max_new_tokens)})
+    if unfair:
+        return Verdict.failed(
+            f"Called with max_new_tokens={max_new_tokens}, some edge prompts ran with max_new_tokens={', '.join(unfair)}: "
+            "pass the same max_new_tokens to every measurement so the comparison is fair.",
+            expected=f"max_new_tokens={max_new_tokens} everywhere",
+            found=", ".join(unfair),
+        )
+    return Verdict.passed(f"All four edge prompt kinds were measured with max_new_tokens={max_new_tokens}.")
+
+
+# --------------------------------------------------------------------------------------
+# run_quantization_exercise
+# --------------------------------------------------------------------------------------
+
+TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
+
+
+class ControllerParams(Params):
+    """A hidden run of the whole exercise."""
+
+    expect: Literal["table", "takeaways"] = Field(description="What this check judges.")
+    function: str = Field("run_quantization_exercise", description="The student's function.")
+    model: str = Field("gpt2", description="Model id passed.")
+    batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")
+    tokens: list[int] = Field([6, 10], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    takeaways: list[int] = Field([3, 5], min_length=2, max_length=2, description="How many takeaways, at least and at most.")
+
+
+def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
+    rng = context.rng_for("controller")
+    sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
+    max_new_tokens = rng.randint(*params.tokens)
+    call = f"{params.function}({params.model!r}, batch_sizes={tuple(sizes)}, max_new_tokens={max_new_tokens})"
+    key = f"controller:{call}"
+    if key not in context.memo:
+        context.memo[key] = context.call(params.function, literal(params.model), literal(sizes), literal(max_new_tokens))
+    value = context.returned(context.memo[key], call)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Frame)):
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} should return (results table DataFrame, takeaways list), but it returned {kind_of(value)}.",
+                expected="(DataFrame, list of str)",
+                found=kind_of(value),
+            )
+        )
+    return sizes, value[0], value[1]
+
+
+@check_kind("quantization_controller", ControllerParams)
+def quantization_controller(context: CheckContext, params: ControllerParams) -> Verdict:
+    """The controller runs end to end in time: one table of every scenario with units, and 3 to 5 takeaways."""
+    sizes, table, takeaways = _controller(context, params)
+    if params.expect == "takeaways":
+        low, high = params.takeaways
+        items = takeaways if isinstance(takeaways, list) else []
+        real = [item for item in items if isinstance(item, str) and len(item.split()) >= 3]
+        if not isinstance(takeaways, list) or len(real) != len(items) or not low <= len(items) <= high:
+            return Verdict.failed(
+                f"The controller returned {kind_of(takeaways)} as its takeaways ({len(real)} of a few words or more): "
+                f"return {low} to {high} takeaway sentences.",
+                expected=f"a list of {low} to {high} sentences",
+                found=kind_of(takeaways),
+            )
+        return Verdict.passed(f"The controller returns {len(items)} takeaways.")
+    missing = [column for column in TABLE_COLUMNS if column not in table.columns]
+    if missing:
+        return Verdict.failed(
+            f"The results table has no column {', '.join(missing)} (it has {', '.join(map(str, table.columns))}): one table with "
+            "a scenario column and the metrics in their units.",
+            expected=", ".join(TABLE_COLUMNS),
+            found=", ".join(map(str, table.columns)),
+        )
+    scenarios = [str(s).casefold() for s in table.column("scenario")]
+    wanted = {
+        "baseline": r"baseline",
+        "quantized": r"quantiz|int8",
+        "use_cache=False": r"cache\W*(=|:)?\s*(false|off)|no[ _-]?cache",
+        **{f"batch_size={size}": rf"batch\D*{size}\b" for size in sizes},
+    }
+    absent = [name for name, pattern in wanted.items() if not any(re.search(pattern, s) for s in scenarios)]
+    if absent:
+        return Verdict.failed(
+            f"Run with batch sizes {sizes}, the results table has no row for {', '.join(absent)} (scenarios: {scenarios}).",
+            expected=", ".join(wanted),
+            found=", ".join(scenarios),
+        )
+    return Verdict.passed(f"The results table holds every scenario ({len(scenarios)} rows) with {', '.join(TABLE_COLUMNS)}.")
