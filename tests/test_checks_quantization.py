@@ -1,0 +1,149 @@
+"""Each quantization check fails a named mistake; bundles of independent mistakes are graded once each.
+
+The samples under submissions/quantization cover one mistake each (tests/test_samples_quantization.py);
+these bundles cover the other checks. Where one mistake shows in two checks for a real reason
+(a timer around the warm-up also makes the ablation's metrics disagree with its generate calls; a
+perplexity function that drops a model makes the controller fail), the test says so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.grading import Grader
+from grader.results import SubmissionResult
+from tests.conftest import grade_bundles, lost, outcome
+
+BUNDLES: dict[str, list[tuple[str, str]]] = {
+    # The tokenizer comes from another id; ms_per_token in seconds; the PTQ info names neither backend
+    # nor precision; the ablation keys have a space; the table has no quantized row; measure_batched
+    # has no latency_per_sample_s column.
+    "tokenizer-seconds-info-keys-table-columns": [
+        (
+            "    tokenizer = AutoTokenizer.from_pretrained(model_id)",
+            '    tokenizer = AutoTokenizer.from_pretrained("distilgpt2")',
+        ),
+        ('        "ms_per_token": 1000 * latency / max(new_tokens, 1),', '        "ms_per_token": latency / max(new_tokens, 1),'),
+        (
+            '    return quantized, "onnxruntime int8 (dynamic PTQ, Optimum ORTQuantizer)"',
+            '    return quantized, "dynamic quantization"',
+        ),
+        (
+            '            results[f"use_cache={use_cache},padding={side}"] = measure_generation(',
+            '            results[f"use_cache={use_cache}, padding={side}"] = measure_generation(',
+        ),
+        ('ablation["use_cache=True,padding=left"]', 'ablation["use_cache=True, padding=left"]'),
+        ('ablation["use_cache=False,padding=left"]', 'ablation["use_cache=False, padding=left"]'),
+        ('        row("quantized (onnxruntime int8)", results["quantized"], results["perplexity"]["quantized"]["ppx"]),\n', ""),
+        ('            "latency_per_sample_s": metrics["latency_s"] / batch_size,\n', ""),
+        (
+            "{int(smallest['batch_size'])}; latency per sample \"\n"
+            "        f\"{largest['latency_per_sample_s']:.3f} s vs {smallest['latency_per_sample_s']:.3f} s.\",",
+            "{int(smallest['batch_size'])}.\",",
+        ),
+    ],
+    # The warm-up inside the timer; measure_batched always generates every prompt at once;
+    # perplexity in base 2.
+    "warmup-timed-one-batch-base2": [
+        (
+            "        model.generate(**inputs, max_new_tokens=4, **settings)  # warm-up, not timed\n"
+            "        if on_cuda:\n            torch.cuda.synchronize()\n        start = time.perf_counter()\n",
+            "        start = time.perf_counter()\n        model.generate(**inputs, max_new_tokens=4, **settings)  # warm-up\n"
+            "        if on_cuda:\n            torch.cuda.synchronize()\n",
+        ),
+        ("        batch = [prompts[i % len(prompts)] for i in range(batch_size)]", "        batch = prompts"),
+        (
+            '        results[label] = {"loss": loss, "ppx": math.exp(loss)}',
+            '        results[label] = {"loss": loss, "ppx": 2 ** loss}',
+        ),
+    ],
+    # compare_ppplx stops after the first model.
+    "ppx-first-model-only": [
+        (
+            '        results[label] = {"loss": loss, "ppx": math.exp(loss)}\n',
+            '        results[label] = {"loss": loss, "ppx": math.exp(loss)}\n        break  # one model is enough\n',
+        ),
+    ],
+}
+
+EXPECTED_LOSSES = {
+    "tokenizer-seconds-info-keys-table-columns": {
+        "loader-same-id",
+        "measure-tokens",
+        "ptq-generates",
+        "ablation-keys",
+        "results-table",
+        "batching-rows",
+    },
+    "warmup-timed-one-batch-base2": {"measure-latency", "ablation-keys", "batching-sizes", "ppx-exp"},
+    "ppx-first-model-only": {"ppx-quantized", "results-table", "takeaways"},
+}
+
+
+@pytest.fixture(scope="module")
+def bundles(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SubmissionResult]:
+    """Grade every bundle once for this module."""
+    return grade_bundles(grader, "quantization", BUNDLES, tmp_path_factory.mktemp("bundles"))
+
+
+@pytest.mark.parametrize("bundle", sorted(BUNDLES))
+def test_each_bundle_loses_exactly_its_mistakes(bundles, bundle: str) -> None:
+    assert lost(bundles[bundle]) == EXPECTED_LOSSES[bundle]
+
+
+def test_tokenizer_and_model_from_the_same_id(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "loader-same-id")
+    assert result == "failed" and "tokenizer from 'distilgpt2'" in message
+
+
+def test_ms_per_token_in_seconds_is_named(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "measure-tokens")
+    assert result == "failed" and "it is in seconds; multiply by 1000" in message
+
+
+def test_the_info_string_names_backend_and_precision(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "ptq-generates")
+    assert result == "failed" and "does not name the backend (ONNX Runtime / Optimum) or the precision (int8)" in message
+    assert outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "ptq-quantized")[0] == "passed"
+
+
+def test_ablation_keys_are_spelled_as_asked(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "ablation-keys")
+    assert result == "failed" and "'use_cache=True,padding=left'" in message
+    assert outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "ablation-settings")[0] == "passed"
+
+
+def test_the_table_needs_every_scenario_and_batching_every_column(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "results-table")
+    assert result == "failed" and "has no row for quantized" in message
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-rows")
+    assert result == "failed" and "no column latency_per_sample_s" in message
+    assert outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-throughput")[0] == "passed"
+
+
+def test_a_timed_warm_up_shows_in_the_measurement_and_the_ablation(bundles) -> None:
+    result, message = outcome(bundles, "warmup-timed-one-batch-base2", "measure-latency")
+    assert result == "failed" and "The timer surrounds 2 generate calls" in message
+    result, message = outcome(bundles, "warmup-timed-one-batch-base2", "ablation-keys")
+    assert result == "failed" and "Measure each setting with its own generate call" in message
+
+
+def test_batches_must_hold_batch_size_prompts(bundles) -> None:
+    result, message = outcome(bundles, "warmup-timed-one-batch-base2", "batching-sizes")
+    assert result == "failed" and "received batches of [3] prompts" in message
+    assert outcome(bundles, "warmup-timed-one-batch-base2", "batching-throughput")[0] == "passed"
+
+
+def test_perplexity_is_exp_of_the_loss(bundles) -> None:
+    result, message = outcome(bundles, "warmup-timed-one-batch-base2", "ppx-exp")
+    assert result == "failed" and "perplexity is exp of the token-weighted loss" in message
+    assert outcome(bundles, "warmup-timed-one-batch-base2", "ppx-loss")[0] == "passed"
+
+
+def test_every_model_is_evaluated(bundles) -> None:
+    result, message = outcome(bundles, "ppx-first-model-only", "ppx-quantized")
+    assert result == "failed" and "under 'quantized'" in message
+    assert outcome(bundles, "ppx-first-model-only", "ppx-loss")[0] == "passed"
+    assert outcome(bundles, "ppx-first-model-only", "ppx-exp")[0] == "passed"
+    result, message = outcome(bundles, "ppx-first-model-only", "results-table")
+    assert result == "error" and "KeyError" in message

@@ -1,0 +1,83 @@
+"""The instructor's story for `quantization`: every sample graded as it should be.
+
+One real `grade` run over submissions/quantization: the solution at full marks, the starter at
+zero, and each sample mistake losing exactly the points of its mistake, with feedback naming it.
+The PTQ samples export and quantize the tiny model with Optimum and ONNX Runtime for real.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.execute import KernelSession
+from grader.zoo import ModelZoo
+from tests.contract import assert_loses_exactly, grade_samples, results
+
+MISTAKES: dict[str, tuple[set[str], str]] = {
+    "mistake-exported-not-quantized": ({"ptq-quantized"}, "it was exported but not quantized"),
+    "mistake-cache-never-toggled": ({"ablation-settings"}, "use_cache=False never reached model.generate"),
+    "mistake-padding-never-set": ({"ablation-settings"}, "no generate call received left-padded inputs"),
+    "mistake-batch-first-sequence": ({"batching-throughput"}, "it counts the tokens of one sequence of the"),
+    "mistake-ppx-padding-counted": ({"ppx-loss"}, "counts padding positions in the loss"),
+    "mistake-two-takeaways": ({"takeaways"}, "return 3 to 5 takeaway sentences"),
+    "mistake-edge-no-multiline": ({"edge-prompts"}, "had a multi-line prompt"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
+    """Run the real `grade` command on the quantization samples once for this module."""
+    return grade_samples(tmp_path_factory, root, "quantization")
+
+
+def test_solution_gets_full_marks(graded: Path) -> None:
+    solution = results(graded, "solution")
+    assert solution.score == solution.max_score == 24
+    assert {test.extra_data["outcome"] for test in solution.tests} == {"passed"}
+    ptq = solution.by_id()["ptq-quantized"].output
+    assert "MatMulInteger" in ptq and "DynamicQuantizeLinear" in ptq
+
+
+def test_the_solution_prints_what_seed_002_says_a_good_run_shows(tmp_path: Path, root: Path, zoo: ModelZoo) -> None:
+    notebook = nbformat.read(root / "submissions" / "quantization" / "solution.ipynb", as_version=4)
+    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
+        record = session.run_notebook(notebook, 240, 600)
+    assert record.problems == ()
+    printed = "".join(output.get("text", "") for output in record.notebook.cells[-1].outputs)
+    assert "Loaded: gpt2 | device=cpu | dtype=float32" in printed  # the load header
+    for block in (
+        "== CPU FP32 Baseline ==",
+        "== Ablation: use_cache x padding ==",
+        "== Batching ==",
+        "== Perplexity: baseline vs quantized ==",
+        "INT8 quality drift",
+        "== [6] Summary table",
+        "== Takeaways ==",
+    ):
+        assert block in printed, block
+    assert re.search(r"latency \(s\): \d+\.\d{3} \| tokens/s: [\d.]+ \| ms/token: [\d.]+", printed)
+    assert all(f"use_cache={cache},padding={side}" in printed for cache in (True, False) for side in ("left", "right"))
+    assert len(re.findall(r"^- ", printed.split("== Takeaways ==")[1], re.MULTILINE)) == 5
+
+
+def test_starter_scores_zero(graded: Path) -> None:
+    starter = results(graded, "starter")
+    assert starter.score == 0
+    assert "NotImplementedError" in starter.by_id()["ptq-quantized"].output
+
+
+@pytest.mark.parametrize("sample", sorted(MISTAKES))
+def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> None:
+    assert_loses_exactly(graded, sample, *MISTAKES[sample])
+
+
+def test_ptq_feedback_links_the_seeds_docs(graded: Path) -> None:
+    output = results(graded, "mistake-exported-not-quantized").by_id()["ptq-quantized"].output
+    assert "https://huggingface.co/docs/optimum/onnxruntime/usage_guides/quantization" in output
+    page = (graded / "mistake-padding-never-set" / "feedback.html").read_text()
+    assert "left-padded" not in page  # ablation-settings is a hidden check
