@@ -24,6 +24,7 @@ from grader.checks.timing import (
     cuda_misuse,
     judge_synchronize,
     judge_timed_call,
+    require_keys,
     retry_while_too_long,
 )
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
@@ -349,16 +350,7 @@ def _measure(
         dtype="float32",
         pace_s=params.pace_s,
     )
-    missing = [key for key in METRICS if not isinstance(value, dict) or key not in value]
-    if missing:
-        raise StopCheck(
-            Verdict.failed(
-                f"{params.function} should return a dict with {', '.join(METRICS)}, but "
-                + (f"it has no {', '.join(missing)}." if isinstance(value, dict) else f"it returned {kind_of(value)}."),
-                expected="{" + ", ".join(f"'{m}': ..." for m in METRICS) + "}",
-                found=f"keys {sorted(map(str, value))}" if isinstance(value, dict) else kind_of(value),
-            )
-        )
+    require_keys(value, params.function, METRICS)
     if not outcome.generate_events():
         raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
     return outcome, value
