@@ -93,6 +93,7 @@ def token_range(event: dict[str, Any]) -> tuple[int, int]:
     """New tokens of every sequence of a generate call: up to each one's end-of-text, and every generated position."""
     rows = int((event.get("input_shape") or [1])[0])
     width = int((event.get("output_shape") or [0, 0])[-1]) - int((event.get("input_shape") or [0, 0])[-1])
+    width = max(width, 0)  # no output shape recorded (a generate that returned something else)
     counts = event.get("new_tokens") or [width]
     return int(sum(counts)), rows * width
 
