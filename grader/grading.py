@@ -140,11 +140,12 @@ class Grader:
         self, path: Path, submission_id: str, assignment_name: str | None, started: float, more_to_come: bool
     ) -> SubmissionResult:
         notebook = read_notebook(path, max_bytes=self._max_notebook_bytes(assignment_name))
-        notes = [self.sandbox.isolation.summary]
+        notes = []
         if assignment_name is None:
             identification = self.identify(notebook)
             assignment_name = identification.assignment
             notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
+        notes.append(self.sandbox.isolation.summary)
         assignment = self.course.assignment(assignment_name)
         reference = self._reference(assignment)
         if self.zoo is not None:

@@ -213,7 +213,10 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
         Attack(
             "big-file",
             "writes a 100 MB file",
-            [IMPORTS, ("code", "with open('big.bin', 'wb') as handle:\n    for _ in range(100):\n        handle.write(b'0' * 1024**2)")],
+            [
+                IMPORTS,
+                ("code", "with open('big.bin', 'wb') as handle:\n    for _ in range(100):\n        handle.write(b'0' * 1024**2)"),
+            ],
             ("File too large",),
         ),
         Attack(
@@ -267,7 +270,14 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
         "worksheets": [
             {
                 "cells": [
-                    {"cell_type": "code", "input": "x = 1", "language": "python", "outputs": [], "collapsed": False, "metadata": {}}
+                    {
+                        "cell_type": "code",
+                        "input": "x = 1",
+                        "language": "python",
+                        "outputs": [],
+                        "collapsed": False,
+                        "metadata": {},
+                    }
                 ],
                 "metadata": {},
             }

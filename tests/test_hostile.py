@@ -93,8 +93,20 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
     watched = (course, folder, zoo.cache_dir, root / "grader")
     before = digests(*watched)
     completed = subprocess.run(
-        [sys.executable, "-m", "grader", str(folder), "--out", str(out), "--course", str(course), "--seed", str(SEED)]
-        + ["--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            str(folder),
+            "--out",
+            str(out),
+            "--course",
+            str(course),
+            "--seed",
+            str(SEED),
+            "--workers",
+            "2",
+        ],
         capture_output=True,
         text=True,
         timeout=900,
