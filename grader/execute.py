@@ -256,7 +256,10 @@ class KernelSession:
         self.launched_at = time.monotonic()
         process = getattr(self._km.provisioner, "process", None)
         if self.sandbox is not None and process is not None:
-            self.memory_watch = MemoryWatch(process.pid, self.uid, self.sandbox.memory_bytes).start()
+            # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
+            self.memory_watch = MemoryWatch(
+                process.pid, self.uid, self.sandbox.memory_bytes, max_processes=max(8, self.sandbox.max_processes // 2)
+            ).start()
         return self
 
     def limit_memory(self, limit_bytes: int) -> None:
@@ -313,9 +316,9 @@ class KernelSession:
         shutil.rmtree(self._runtime_dir, ignore_errors=True)
 
     @property
-    def memory_exceeded(self) -> bool:
-        """Whether the kernel was stopped for using too much memory."""
-        return self.memory_watch is not None and self.memory_watch.exceeded
+    def stopped_by_watch(self) -> bool:
+        """Whether the kernel was stopped for using too much memory or too many processes."""
+        return self.memory_watch is not None and self.memory_watch.exceeded is not None
 
     @property
     def alive(self) -> bool:
@@ -328,7 +331,7 @@ class KernelSession:
             return False
 
     def _mark_dead(self, reason: str) -> None:
-        if self.memory_exceeded and self.memory_watch is not None:
+        if self.stopped_by_watch and self.memory_watch is not None:
             reason = self.memory_watch.message
         self.dead_reason = reason
         if self._km is not None:
@@ -524,7 +527,7 @@ def _death(index: int, error: BaseException) -> str:
 
 def _death_message(session: KernelSession, error: BaseException) -> str:
     """What the student is told about a kernel that died in a cell."""
-    if session.memory_exceeded and session.memory_watch is not None:
+    if session.stopped_by_watch and session.memory_watch is not None:
         return f"While this cell ran, {session.memory_watch.message}. Later cells did not run."
     if isinstance(error, DeadKernelError):
         return (

@@ -194,17 +194,22 @@ def inside(paths: Iterable[Path], hidden: Iterable[str]) -> tuple[str, ...]:
 
 @dataclass
 class MemoryWatch:
-    """Stops a kernel whose processes together use more than ``limit_bytes`` of memory.
+    """Stops a kernel whose processes together use more than ``limit_bytes`` of memory, or
+    that runs more than ``max_processes`` processes at once (a fork bomb).
 
     The processes are the kernel's tree and, when the kernel has a uid of its own, every process
-    of that uid (so a child that left the tree is still counted and still stopped).
+    of that uid (so a child that left the tree is still counted and still stopped). Memory is
+    read as RSS, which counts pages shared by forked children once per child; only when that
+    sum passes the limit is it read again as PSS (shared pages split between their users), so
+    a notebook with worker processes is not stopped for memory it does not use.
     """
 
     pid: int
     uid: int | None
     limit_bytes: int
+    max_processes: int = 128
     interval_s: float = 0.1
-    exceeded: bool = False
+    exceeded: str | None = None  # "memory" or "processes", once the kernel was stopped for it
     peak_bytes: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -223,29 +228,50 @@ class MemoryWatch:
 
     def _watch(self) -> None:
         ticks = 0
+        escaped: dict[int, psutil.Process] = {}
         while not self._stop.wait(self.interval_s):
-            processes = kernel_processes(self.pid, self.uid if ticks % 10 == 0 else None)
+            if self.uid is not None and ticks % 10 == 0:  # a scan of every process: not every tick
+                escaped = {process.pid: process for process in kernel_processes(-1, self.uid)}
             ticks += 1
+            processes = {process.pid: process for process in kernel_processes(self.pid)}
+            processes.update({pid: process for pid, process in escaped.items() if process.is_running()})
             if not processes:
                 if not psutil.pid_exists(self.pid):
                     return
                 continue
-            used = 0
-            for process in processes:
-                with contextlib.suppress(psutil.Error):
-                    used += process.memory_info().rss
+            if len(processes) > self.max_processes:
+                self._stop_kernel("processes", processes.values())
+                return
+            used = _memory(processes.values(), "rss")
+            if used > self.limit_bytes:
+                used = _memory(processes.values(), "pss")
             self.peak_bytes = max(self.peak_bytes, used)
             if used > self.limit_bytes:
-                self.exceeded = True
-                kill(processes)
-                if self.uid is not None:
-                    kill_user(self.uid)
+                self._stop_kernel("memory", processes.values())
                 return
+
+    def _stop_kernel(self, reason: str, processes: Iterable[psutil.Process]) -> None:
+        self.exceeded = reason
+        kill(processes)
+        if self.uid is not None:
+            kill_user(self.uid)
 
     @property
     def message(self) -> str:
-        """What the student is told when the limit was hit."""
+        """What the student is told when a limit was hit."""
+        if self.exceeded == "processes":
+            return f"your notebook ran more than {self.max_processes} processes at once and its kernel was stopped"
         return f"your notebook used more than {self.limit_bytes / 1024**2:.0f} MiB of memory and its kernel was stopped"
+
+
+def _memory(processes: Iterable[psutil.Process], measure: str) -> int:
+    """Bytes the processes use together: ``rss`` (fast) or ``pss`` (exact for shared pages)."""
+    total = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_full_info() if measure == "pss" else process.memory_info()
+            total += int(getattr(info, measure, info.rss))
+    return total
 
 
 def kernel_processes(pid: int, uid: int | None = None) -> list[psutil.Process]:
