@@ -6,6 +6,8 @@ The whole of it, against real attacks, is in ``test_hostile.py``.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from grader.errors import RubricError
 from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings
 from grader.rubric import Limits
-from grader.sandbox import hideable, inside, kernel_env
+from grader.sandbox import hideable, inside, kernel_env, launcher_argv
 from grader.zoo import ModelZoo
 from tests.conftest import ROOT
 
@@ -56,6 +58,31 @@ def test_a_rubric_with_an_unknown_limit_names_it(tmp_path: Path) -> None:
     (tmp_path / "rubrics" / "ptq-bnb.yaml").write_text(rubric)
     with pytest.raises(RubricError, match=r"limits\.memory_gb: unknown key"):
         Course(tmp_path, load_registry()).assignment("ptq-bnb")
+
+
+LAUNCHED_CHECK = """
+import os, socket, sys
+assert os.listdir(sys.argv[1]) == [], "the hidden folder is visible"
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=5)
+except OSError as error:
+    print(error.strerror)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating namespaces in both ways is only sure to work as root")
+@pytest.mark.parametrize("namespaces", ["root", "user"])
+def test_the_launcher_hides_paths_and_cuts_the_network(tmp_path: Path, namespaces: str) -> None:
+    secret = tmp_path / "reference"
+    secret.mkdir()
+    (secret / "reference.py").write_text("ANSWER = 42")
+    policy = {"namespaces": namespaces, "hidden": [str(secret)], "max_file_bytes": 1024**2}
+    completed = subprocess.run(
+        launcher_argv(policy, [sys.executable, "-c", LAUNCHED_CHECK, str(secret)]), capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "Network is unreachable"
+    assert (secret / "reference.py").read_text() == "ANSWER = 42"  # hidden from it, not from the grader
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the strongest isolation needs root")
