@@ -35,6 +35,7 @@ from grader.sandbox import MemoryWatch, SandboxPolicy, kill_user, launcher_argv,
 
 KERNEL_NAME = "llm-grader-python"
 MAX_TRACEBACK_CHARS = 20_000
+MAX_REQUEST_STDOUT = 64 * 1024  # characters of a grading request's stray output kept
 TIMEOUT_ENAME = "CellTimeoutError"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -476,8 +477,8 @@ class KernelSession:
                 content = message["content"]
                 if kind == "display_data" and channel in content.get("data", {}):
                     payload = content["data"][channel]
-                elif kind == "stream":
-                    stdout.append(content.get("text", ""))
+                elif kind == "stream" and sum(map(len, stdout)) < MAX_REQUEST_STDOUT:
+                    stdout.append(str(content.get("text", ""))[:MAX_REQUEST_STDOUT])
                 elif kind == "error":
                     error = {
                         "ename": content.get("ename", ""),

@@ -18,6 +18,7 @@ from grader.course import Course
 from grader.errors import RubricError
 from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings
+from grader.harness import Harness, literal
 from grader.rubric import Limits
 from grader.sandbox import hideable, inside, kernel_env, launcher_argv
 from grader.zoo import ModelZoo
@@ -113,3 +114,27 @@ def test_without_namespaces_every_result_carries_a_warning(
         result = grader.grade(path, "tiny")
     assert result.error is None
     assert any(note.startswith("Sandbox warning: GRADER_NO_SANDBOX is set") for note in result.notes)
+
+
+def test_a_forged_runtime_answer_is_caught_by_the_graders_clock(tmp_path: Path, zoo: ModelZoo) -> None:
+    forge = (
+        "import sys, json\n"
+        "from IPython.display import publish_display_data\n"
+        "def forged(request_text):\n"
+        "    request = json.loads(request_text)\n"
+        "    answer = {'status': 'returned', 'value': {'kind': 'float', 'value': 0.5}, 'duration_s': 0.5,\n"
+        "              'events': [{'type': 'generate', 'duration_s': 30.0, 'paced_s': 0.25}]}\n"
+        "    publish_display_data({request['channel']: json.dumps(answer)})\n"
+        "def timed(model, tokenizer, prompt):\n"
+        "    return 0.5\n"
+        "runtime = next(module for name, module in sys.modules.items() if name.startswith('_llm_grader_runtime_'))\n"
+        "runtime.run = forged"
+    )
+    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
+        kernel = Harness(session, call_timeout_s=30)
+        assert kernel.install().ok
+        assert session.run_notebook(make_notebook(None, [("code", forge)]), 60, 120).problems == ()
+        outcome = kernel.call("timed", [literal(1)], pace_s=0.25)
+    assert outcome.status == "internal"
+    assert "the grader's own clock rules out (the call took 0.500 s in a request of" in outcome.message
+    assert outcome.message.endswith("the grader's runtime in the kernel was tampered with")
