@@ -31,7 +31,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader.errors import KernelError
-from grader.sandbox import MemoryWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
+from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
 KERNEL_NAME = "llm-grader-python"
 MAX_TRACEBACK_CHARS = 20_000
@@ -172,7 +172,7 @@ class KernelSession:
         self.dead_reason: str | None = None
         self.launched_at: float | None = None
         self.uid: int | None = None
-        self.memory_watch: MemoryWatch | None = None
+        self.resource_watch: ResourceWatch | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -201,26 +201,9 @@ class KernelSession:
             # One statement line ending in None: imported, nothing displayed, no name bound.
             line = "; ".join(f"__import__({module!r})" for module in self.preload) + "; None"
             argv.append(f"--IPKernelApp.exec_lines={json.dumps([line])}")
-        if self.sandbox is not None and self.sandbox.isolation.own_user:
-            self.uid = new_kernel_uid()
-            # The kernel's user may pass through this folder, and owns its home, its
-            # sockets' folder and its working folder; nothing else here.
-            self._runtime_dir.chmod(0o711)
-            for path in (home, sockets, self.workdir):
-                os.chown(path, self.uid, self.uid)
-                path.chmod(0o700)
         env = {**self.env, "HOME": str(home), "TMPDIR": str(home)}
         if self.sandbox is not None:
-            zoo_view = None
-            zoo_dir = self.sandbox.zoo_dir
-            hub = env.get("HF_HUB_CACHE", "")
-            if zoo_dir is not None and self.sandbox.isolation.namespaces != "none" and hub.startswith(zoo_dir.rstrip("/") + "/"):
-                # The kernel reads the models through its own read-only view of the zoo.
-                zoo_view = str(self._runtime_dir / "zoo")
-                Path(zoo_view).mkdir()
-                env["HF_HUB_CACHE"] = zoo_view + hub[len(zoo_dir) :]
-            policy = self.sandbox.launcher_policy(self.uid, give=[str(connection_file)], zoo_view=zoo_view)
-            argv = launcher_argv(policy, argv)
+            argv = self._sandboxed(argv, env, self.sandbox, owned=(home, sockets, self.workdir), given=connection_file)
         spec = {
             # This very interpreter, so the notebook sees the grader's pinned libraries.
             "argv": argv,
@@ -258,15 +241,40 @@ class KernelSession:
         process = getattr(self._km.provisioner, "process", None)
         if self.sandbox is not None and process is not None:
             # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
-            self.memory_watch = MemoryWatch(
+            self.resource_watch = ResourceWatch(
                 process.pid, self.uid, self.sandbox.memory_bytes, max_processes=max(8, self.sandbox.max_processes // 2)
             ).start()
         return self
 
+    def _sandboxed(
+        self, argv: list[str], env: dict[str, str], sandbox: SandboxPolicy, owned: tuple[Path, ...], given: Path
+    ) -> list[str]:
+        """``argv`` started through the sandbox launcher; ``env`` is adjusted in place.
+
+        With a uid of its own, the kernel owns the ``owned`` folders and is given ``given`` (its
+        connection file) by the launcher; it may only pass through the session's folder.
+        """
+        if sandbox.isolation.own_user:
+            self.uid = new_kernel_uid()
+            self._runtime_dir.chmod(0o711)
+            for path in owned:
+                os.chown(path, self.uid, self.uid)
+                path.chmod(0o700)
+        zoo_view = None
+        hub = env.get("HF_HUB_CACHE", "")
+        zoo_dir = sandbox.zoo_dir
+        if zoo_dir is not None and sandbox.isolation.namespaces != "none" and hub.startswith(zoo_dir.rstrip("/") + "/"):
+            # The kernel reads the models through its own read-only view of the zoo.
+            zoo_view = self._runtime_dir / "zoo"
+            zoo_view.mkdir()
+            env["HF_HUB_CACHE"] = str(zoo_view) + hub[len(zoo_dir) :]
+        policy = sandbox.launcher_policy(self.uid, give=[str(given)], zoo_view=str(zoo_view) if zoo_view else None)
+        return launcher_argv(policy, argv)
+
     def limit_memory(self, limit_bytes: int) -> None:
         """Stop the kernel when its processes use more than ``limit_bytes`` (from now on)."""
-        if self.memory_watch is not None:
-            self.memory_watch.limit_bytes = limit_bytes
+        if self.resource_watch is not None:
+            self.resource_watch.limit_bytes = limit_bytes
 
     @property
     def owner(self) -> int | None:
@@ -297,8 +305,8 @@ class KernelSession:
 
     def close(self) -> None:
         """Stop the kernel (if any) and everything it started, and remove its connection files."""
-        if self.memory_watch is not None:
-            self.memory_watch.stop()
+        if self.resource_watch is not None:
+            self.resource_watch.stop()
         if self._km is not None:
             km = self._km
             self._km = None
@@ -319,7 +327,7 @@ class KernelSession:
     @property
     def stopped_by_watch(self) -> bool:
         """Whether the kernel was stopped for using too much memory or too many processes."""
-        return self.memory_watch is not None and self.memory_watch.exceeded is not None
+        return self.resource_watch is not None and self.resource_watch.exceeded is not None
 
     @property
     def alive(self) -> bool:
@@ -332,8 +340,8 @@ class KernelSession:
             return False
 
     def _mark_dead(self, reason: str) -> None:
-        if self.stopped_by_watch and self.memory_watch is not None:
-            reason = self.memory_watch.message
+        if self.stopped_by_watch and self.resource_watch is not None:
+            reason = self.resource_watch.message
         self.dead_reason = reason
         if self._km is not None:
             with contextlib.suppress(Exception):
@@ -528,8 +536,8 @@ def _death(index: int, error: BaseException) -> str:
 
 def _death_message(session: KernelSession, error: BaseException) -> str:
     """What the student is told about a kernel that died in a cell."""
-    if session.stopped_by_watch and session.memory_watch is not None:
-        return f"While this cell ran, {session.memory_watch.message}. Later cells did not run."
+    if session.stopped_by_watch and session.resource_watch is not None:
+        return f"While this cell ran, {session.resource_watch.message}. Later cells did not run."
     if isinstance(error, DeadKernelError):
         return (
             "The kernel died while this cell ran (the process exited or crashed, for example out of memory). "

@@ -15,7 +15,7 @@ out once per grader what the machine allows, by launching a trial process the sa
 - ``none``: neither (typically a container that forbids namespaces): the kernel runs as the
   grader's user with its network; every result carries a warning saying so.
 
-Whatever the mode, the kernel's environment is an allow-list, and a :class:`MemoryWatch` in the
+Whatever the mode, the kernel's environment is an allow-list, and a :class:`ResourceWatch` in the
 grader's process stops a kernel whose process tree uses more memory than the rubric allows.
 """
 
@@ -193,7 +193,7 @@ def inside(paths: Iterable[Path], hidden: Iterable[str]) -> tuple[str, ...]:
 
 
 @dataclass
-class MemoryWatch:
+class ResourceWatch:
     """Stops a kernel whose processes together use more than ``limit_bytes`` of memory, or
     that runs more than ``max_processes`` processes at once (a fork bomb).
 
@@ -214,9 +214,9 @@ class MemoryWatch:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> MemoryWatch:
+    def start(self) -> ResourceWatch:
         """Watch in a daemon thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._watch, name=f"memory-watch-{self.pid}", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name=f"resource-watch-{self.pid}", daemon=True)
         self._thread.start()
         return self
 
