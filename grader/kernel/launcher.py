@@ -103,16 +103,22 @@ def bind_read_only(libc: Any, source: str, target: str) -> None:
     _check(libc.mount(b"none", target.encode(), None, flags, None), f"making {target} read-only")
 
 
+def _lower(limit: int, value: int) -> None:
+    """Lower ``limit`` to ``value`` (never above its current hard limit, which only root may raise)."""
+    _, hard = resource.getrlimit(limit)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(limit, (value, value))
+
+
 def set_limits(policy: dict[str, Any]) -> None:
     """Resource limits the kernel and everything it starts inherit."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_CORE, 0)
     if policy.get("max_file_bytes"):
-        size = int(policy["max_file_bytes"])
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        _lower(resource.RLIMIT_FSIZE, int(policy["max_file_bytes"]))
     if policy.get("max_processes"):
         # Counted per real user: meaningful only for a user of the kernel's own.
-        count = int(policy["max_processes"])
-        resource.setrlimit(resource.RLIMIT_NPROC, (count, count))
+        _lower(resource.RLIMIT_NPROC, int(policy["max_processes"]))
 
 
 def drop_privileges(libc: Any, uid: int, gid: int) -> None:
@@ -156,7 +162,7 @@ def main(argv: list[str]) -> int:
     command = argv[2:]
     try:
         apply(policy)
-    except (LaunchError, OSError) as error:
+    except (LaunchError, OSError, ValueError) as error:
         print(f"the grader's sandbox could not be set up: {error}", file=sys.stderr)
         return EXIT_LAUNCH_FAILED
     try:
