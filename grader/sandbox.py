@@ -1,4 +1,4 @@
-"""Isolation of a student's kernel: what this machine allows, the policy, the memory watch.
+"""Isolation of a student's kernel: what this machine allows, the policy, the resource watch.
 
 A kernel is launched through :mod:`grader.kernel.launcher`, which applies a
 :class:`SandboxPolicy` before the kernel's first instruction. :func:`probe_isolation` finds
@@ -6,7 +6,8 @@ out once per grader what the machine allows, by launching a trial process the sa
 
 - ``root``: the grader runs as root; each kernel gets new network and mount namespaces and
   runs as a user of its own (a fresh, unprivileged uid), so it cannot read anything that
-  is not readable by everyone, nor write anything outside its working folder and ``/tmp``;
+  is not readable by everyone, nor write anything outside its working folder, its home and
+  the world-writable ``/tmp`` and ``/dev/shm``;
   the course's reference solutions and rubrics, the output folder and the submissions are
   hidden from it besides.
 - ``user``: not root, but user namespaces are allowed; the same namespaces and hidden paths,
@@ -16,7 +17,8 @@ out once per grader what the machine allows, by launching a trial process the sa
   grader's user with its network; every result carries a warning saying so.
 
 Whatever the mode, the kernel's environment is an allow-list, and a :class:`ResourceWatch` in the
-grader's process stops a kernel whose process tree uses more memory than the rubric allows.
+grader's process stops a kernel whose processes use more memory than the rubric allows, or are
+too many.
 """
 
 from __future__ import annotations
