@@ -190,7 +190,7 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
                     "while True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.05)",
                 ),
             ],
-            ("ran more than 32 processes at once",),
+            ("ran more than 64 processes at once",),
         ),
         Attack(
             "memory-hog",

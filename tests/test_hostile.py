@@ -33,7 +33,7 @@ CONTROL_SECRET = "control-secret-51d2e8"
 LIMITS = "limits:\n  cell_timeout_s: 180\n  notebook_timeout_s: 900\n  call_timeout_s: 60\n"
 SMALL_LIMITS = (
     "limits:\n  cell_timeout_s: 15\n  notebook_timeout_s: 120\n  call_timeout_s: 30\n  memory_mib: 1536\n"
-    "  max_processes: 64\n  max_file_mib: 16\n  max_output_kib: 64\n  max_notebook_mib: 2\n"
+    "  max_processes: 128\n  max_file_mib: 16\n  max_output_kib: 64\n  max_notebook_mib: 2\n"
 )
 
 
