@@ -10,6 +10,7 @@ only what is left.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from grader.submissions import Found
 
 GRADEBOOK_NAME = "gradebook.sqlite"
 REPORT_EVERY_S = 30.0  # how often the class reports are refreshed during a run (charts cost CPU)
+MAX_HIDDEN_FOLDERS = 32  # more submission folders than this are hidden by their common folder
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ def grade_batch(
             keep_workdirs=options.keep_workdirs,
             warm_kernels=options.warm_kernels,
             kernel_threads=kernel_threads(workers),
+            hidden_paths=_hidden_from_kernels(found, out_dir),
         )
         config = RunConfig(str(course.root), str(options.cache_dir) if options.cache_dir else None, settings)
         order = [item.submission_id for item in found]
@@ -152,6 +155,15 @@ def grade_batch(
             write_class_reports(outcome.results, out_dir, notices)
             gradebook.set_meta("reports_key", reports_key)
     return outcome
+
+
+def _hidden_from_kernels(found: Sequence[Found], out_dir: Path) -> tuple[str, ...]:
+    """What no kernel may see: the output folder and the submissions' folders (their common
+    folder when there are many, so that a kernel does not start with thousands of mounts)."""
+    folders = sorted({str(item.path.parent.resolve()) for item in found})
+    if len(folders) > MAX_HIDDEN_FOLDERS:
+        folders = [os.path.commonpath(folders)]
+    return (str(out_dir.resolve()), *folders)
 
 
 def _reports_key(results: Sequence[SubmissionResult], notices: Sequence[str]) -> str:

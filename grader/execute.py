@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -30,8 +31,11 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader.errors import KernelError
+from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
 KERNEL_NAME = "llm-grader-python"
+MAX_TRACEBACK_CHARS = 20_000
+MAX_REQUEST_STDOUT = 64 * 1024  # characters of a grading request's stray output kept
 TIMEOUT_ENAME = "CellTimeoutError"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -75,8 +79,76 @@ class KernelReply:
     duration_s: float = 0.0
 
 
+class BoundedNotebookClient(NotebookClient):
+    """A notebook client that keeps at most ``max_output_bytes`` of a notebook's outputs.
+
+    Past the budget, outputs are dropped (the first one cut to fit) and one note says so, so a
+    notebook printing gigabytes costs the grader neither memory nor a huge report. Errors are
+    always kept (their tracebacks cut), since they explain lost points.
+    """
+
+    max_output_bytes: int | None = None
+    kept_bytes = 0
+    truncated = False
+
+    def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
+        """Keep the output if the budget allows, else drop it (saying so once)."""
+        limit = self.max_output_bytes
+        kind = msg.get("msg_type")
+        content = msg.get("content", {})
+        if kind == "error":
+            content["traceback"] = _cut_traceback(content.get("traceback", []))
+            return super().output(outs, msg, display_id, cell_index)
+        if limit is None:
+            return super().output(outs, msg, display_id, cell_index)
+        size = _output_size(content)
+        if self.kept_bytes + size <= limit:
+            self.kept_bytes += size
+            return super().output(outs, msg, display_id, cell_index)
+        if self.truncated:
+            return None
+        self.truncated = True
+        room = limit - self.kept_bytes
+        if kind == "stream" and room > 0:
+            content["text"] = str(content.get("text", ""))[:room]
+            super().output(outs, msg, display_id, cell_index)
+        self.kept_bytes = limit
+        note = nbformat.v4.new_output(
+            "stream",
+            name="stderr",
+            text=f"\n[output truncated by the grader: the notebook's outputs passed {limit // 1024} KiB; the rest was not kept]\n",
+        )
+        outs.append(note)
+        return note
+
+
+def _output_size(content: Mapping[str, Any]) -> int:
+    """Characters an output carries (text, or every representation of a display)."""
+    if "text" in content:
+        return len(str(content["text"]))
+    data = content.get("data", {})
+    return sum(len(value) if isinstance(value, str) else len(json.dumps(value)) for value in data.values())
+
+
+def _cut_traceback(lines: list[str]) -> list[str]:
+    kept: list[str] = []
+    total = 0
+    for line in lines if isinstance(lines, list) else []:
+        total += len(line)
+        if total > MAX_TRACEBACK_CHARS:
+            kept.append("[traceback cut by the grader]")
+            break
+        kept.append(line)
+    return kept
+
+
 class KernelSession:
-    """A kernel for one submission, from start to shutdown; use as a context manager."""
+    """A kernel for one submission, from start to shutdown; use as a context manager.
+
+    With a ``sandbox`` policy the kernel starts through the sandbox launcher (see
+    :mod:`grader.sandbox`): own namespaces, hidden paths, limits, and where the machine allows
+    it a uid of its own, to which the working folder and the IPC sockets' folder belong.
+    """
 
     def __init__(
         self,
@@ -85,18 +157,22 @@ class KernelSession:
         startup_timeout: float = 60.0,
         interrupt_grace_s: float = 5.0,
         preload: tuple[str, ...] = (),
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.workdir = workdir
         self.env = dict(env)
         self.startup_timeout = startup_timeout
         self.interrupt_grace_s = interrupt_grace_s
         self.preload = preload
+        self.sandbox = sandbox
         self._runtime_dir = Path(tempfile.mkdtemp(prefix="llm-grader-kernel-"))
-        self._client: NotebookClient | None = None
+        self._client: BoundedNotebookClient | None = None
         self._km: AsyncKernelManager | None = None
         self._connected = False
         self.dead_reason: str | None = None
         self.launched_at: float | None = None
+        self.uid: int | None = None
+        self.resource_watch: ResourceWatch | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -115,11 +191,19 @@ class KernelSession:
         """
         kernels = self._runtime_dir / "kernels" / KERNEL_NAME
         kernels.mkdir(parents=True)
+        home = self._runtime_dir / "home"
+        sockets = self._runtime_dir / "sockets"
+        home.mkdir()
+        sockets.mkdir()
+        connection_file = self._runtime_dir / "connection.json"
         argv = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         if self.preload:
             # One statement line ending in None: imported, nothing displayed, no name bound.
             line = "; ".join(f"__import__({module!r})" for module in self.preload) + "; None"
             argv.append(f"--IPKernelApp.exec_lines={json.dumps([line])}")
+        env = {**self.env, "HOME": str(home), "TMPDIR": str(home)}
+        if self.sandbox is not None:
+            argv = self._sandboxed(argv, env, self.sandbox, owned=(home, sockets, self.workdir), given=connection_file)
         spec = {
             # This very interpreter, so the notebook sees the grader's pinned libraries.
             "argv": argv,
@@ -131,12 +215,12 @@ class KernelSession:
         self._km = AsyncKernelManager(
             kernel_name=KERNEL_NAME,
             kernel_spec_manager=spec_manager,
-            transport="ipc",
-            ip=str(self._runtime_dir / "ipc"),
-            connection_file=str(self._runtime_dir / "connection.json"),
+            transport="ipc",  # works across network namespaces, unlike TCP on loopback
+            ip=str(sockets / "kernel"),
+            connection_file=str(connection_file),
         )
         placeholder = nbformat.v4.new_notebook()
-        self._client = NotebookClient(
+        self._client = BoundedNotebookClient(
             placeholder,
             km=self._km,
             allow_errors=True,
@@ -149,12 +233,53 @@ class KernelSession:
             shutdown_kernel="immediate",
         )
         try:
-            self._client.start_new_kernel(cwd=str(self.workdir), env=self.env)
+            self._client.start_new_kernel(cwd=str(self.workdir), env=env)
         except Exception as error:
             self.close()
             raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
         self.launched_at = time.monotonic()
+        process = getattr(self._km.provisioner, "process", None)
+        if self.sandbox is not None and process is not None:
+            # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
+            self.resource_watch = ResourceWatch(
+                process.pid, self.uid, self.sandbox.memory_bytes, max_processes=max(8, self.sandbox.max_processes // 2)
+            ).start()
         return self
+
+    def _sandboxed(
+        self, argv: list[str], env: dict[str, str], sandbox: SandboxPolicy, owned: tuple[Path, ...], given: Path
+    ) -> list[str]:
+        """``argv`` started through the sandbox launcher; ``env`` is adjusted in place.
+
+        With a uid of its own, the kernel owns the ``owned`` folders and is given ``given`` (its
+        connection file) by the launcher; it may only pass through the session's folder.
+        """
+        if sandbox.isolation.own_user:
+            self.uid = new_kernel_uid()
+            self._runtime_dir.chmod(0o711)
+            for path in owned:
+                os.chown(path, self.uid, self.uid)
+                path.chmod(0o700)
+        zoo_view = None
+        hub = env.get("HF_HUB_CACHE", "")
+        zoo_dir = sandbox.zoo_dir
+        if zoo_dir is not None and sandbox.isolation.namespaces != "none" and hub.startswith(zoo_dir.rstrip("/") + "/"):
+            # The kernel reads the models through its own read-only view of the zoo.
+            zoo_view = self._runtime_dir / "zoo"
+            zoo_view.mkdir()
+            env["HF_HUB_CACHE"] = str(zoo_view) + hub[len(zoo_dir) :]
+        policy = sandbox.launcher_policy(self.uid, give=[str(given)], zoo_view=str(zoo_view) if zoo_view else None)
+        return launcher_argv(policy, argv)
+
+    def limit_memory(self, limit_bytes: int) -> None:
+        """Stop the kernel when its processes use more than ``limit_bytes`` (from now on)."""
+        if self.resource_watch is not None:
+            self.resource_watch.limit_bytes = limit_bytes
+
+    @property
+    def owner(self) -> int | None:
+        """The kernel's own uid, to which files given to it belong (None: the grader's user)."""
+        return self.uid
 
     def connect(self) -> KernelSession:
         """Wait until the launched kernel answers (at most ``startup_timeout`` seconds)."""
@@ -179,7 +304,9 @@ class KernelSession:
         self.close()
 
     def close(self) -> None:
-        """Stop the kernel (if any) and remove its connection files."""
+        """Stop the kernel (if any) and everything it started, and remove its connection files."""
+        if self.resource_watch is not None:
+            self.resource_watch.stop()
         if self._km is not None:
             km = self._km
             self._km = None
@@ -193,7 +320,14 @@ class KernelSession:
             with contextlib.suppress(Exception):
                 self._client.kc.stop_channels()
             self._client.kc = None
+        if self.uid is not None:
+            kill_user(self.uid)  # what the notebook left running, even outside the kernel's tree
         shutil.rmtree(self._runtime_dir, ignore_errors=True)
+
+    @property
+    def stopped_by_watch(self) -> bool:
+        """Whether the kernel was stopped for using too much memory or too many processes."""
+        return self.resource_watch is not None and self.resource_watch.exceeded is not None
 
     @property
     def alive(self) -> bool:
@@ -206,6 +340,8 @@ class KernelSession:
             return False
 
     def _mark_dead(self, reason: str) -> None:
+        if self.stopped_by_watch and self.resource_watch is not None:
+            reason = self.resource_watch.message
         self.dead_reason = reason
         if self._km is not None:
             with contextlib.suppress(Exception):
@@ -213,10 +349,14 @@ class KernelSession:
 
     # ---------------------------------------------------------------- notebook
 
-    def run_notebook(self, notebook: Any, cell_timeout_s: float, notebook_timeout_s: float) -> ExecutionRecord:
-        """Run every code cell in order, past errors and timeouts, within the notebook's budget."""
+    def run_notebook(
+        self, notebook: Any, cell_timeout_s: float, notebook_timeout_s: float, max_output_bytes: int | None = None
+    ) -> ExecutionRecord:
+        """Run every code cell in order, past errors and timeouts, within the notebook's budget
+        (keeping at most ``max_output_bytes`` of outputs)."""
         client = self._require_client()
         client.nb = notebook
+        client.max_output_bytes = max_output_bytes
         problems: list[CellProblem] = []
         timed_out_cells: set[int] = set()
 
@@ -244,17 +384,11 @@ class KernelSession:
             try:
                 client.execute_cell(cell, index)
                 cells_run += 1
-            except DeadKernelError:
-                self.dead_reason = f"the kernel died while running cell {index + 1}"
-                problems.append(
-                    CellProblem(
-                        index,
-                        "kernel-died",
-                        "The kernel died while this cell ran (the process exited or crashed, "
-                        "for example out of memory). Later cells did not run.",
-                        source=cell.source,
-                    )
-                )
+            except (DeadKernelError, KeyError, RuntimeError) as error:
+                # A KeyError or RuntimeError here comes from the kernel's messages: a notebook that
+                # replaced json.dumps or the kernel's session breaks Jupyter's protocol.
+                self._mark_dead(_death(index, error))
+                problems.append(CellProblem(index, "kernel-died", _death_message(self, error), source=cell.source))
                 problems.append(_not_run(code_cells[position + 1 :], "the kernel had died"))
                 break
             except CellTimeoutError as error:  # raised only if the interrupt path itself fails
@@ -351,8 +485,8 @@ class KernelSession:
                 content = message["content"]
                 if kind == "display_data" and channel in content.get("data", {}):
                     payload = content["data"][channel]
-                elif kind == "stream":
-                    stdout.append(content.get("text", ""))
+                elif kind == "stream" and sum(map(len, stdout)) < MAX_REQUEST_STDOUT:
+                    stdout.append(str(content.get("text", ""))[:MAX_REQUEST_STDOUT])
                 elif kind == "error":
                     error = {
                         "ename": content.get("ename", ""),
@@ -365,8 +499,9 @@ class KernelSession:
 
         try:
             reply = run_sync(exchange)()
-        except Exception as error:
-            return KernelReply(None, "dead", error={"message": f"{type(error).__name__}: {error}"})
+        except Exception as error:  # a kernel that broke Jupyter's protocol (see run_notebook)
+            self._mark_dead(f"the kernel stopped speaking Jupyter's protocol during a grading call ({_what(error)})")
+            return KernelReply(None, "dead", error={"message": self.dead_reason or ""})
         if reply.status == "timeout":
             self._interrupt()
             if not self._answers_within(self.interrupt_grace_s):
@@ -383,10 +518,35 @@ class KernelSession:
             with contextlib.suppress(Exception):
                 run_sync(self._km.interrupt_kernel)()
 
-    def _require_client(self) -> NotebookClient:
+    def _require_client(self) -> BoundedNotebookClient:
         if self._client is None:
             raise KernelError("the kernel session was used before it started")
         return self._client
+
+
+def _what(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _death(index: int, error: BaseException) -> str:
+    if isinstance(error, DeadKernelError):
+        return f"the kernel died while running cell {index + 1}"
+    return f"the kernel stopped speaking Jupyter's protocol in cell {index + 1} ({_what(error)})"
+
+
+def _death_message(session: KernelSession, error: BaseException) -> str:
+    """What the student is told about a kernel that died in a cell."""
+    if session.stopped_by_watch and session.resource_watch is not None:
+        return f"While this cell ran, {session.resource_watch.message}. Later cells did not run."
+    if isinstance(error, DeadKernelError):
+        return (
+            "The kernel died while this cell ran (the process exited or crashed, for example out of memory). "
+            "Later cells did not run."
+        )
+    return (
+        "The kernel stopped answering in Jupyter's protocol while this cell ran (did the notebook replace "
+        f"json, the kernel's session or its sockets? {_what(error)}); it was stopped and later cells did not run."
+    )
 
 
 def _not_run(cells: list[tuple[int, Any]], reason: str) -> CellProblem:
@@ -423,15 +583,22 @@ def prepare_workdir(notebook_path: Path, given_files: list[Path], parent: Path |
     return workdir
 
 
-def populate_workdir(workdir: Path, notebook_path: Path, given_files: list[Path]) -> None:
-    """Copy the notebook and the files the assignment gives into an (empty) working folder."""
-    shutil.copy2(notebook_path, workdir / notebook_path.name)
+def populate_workdir(workdir: Path, notebook_path: Path, given_files: list[Path], owner: int | None = None) -> None:
+    """Copy the notebook and the files the assignment gives into an (empty) working folder
+    (given to the kernel's user ``owner``, if it has one)."""
+    copied = [workdir / notebook_path.name]
+    shutil.copyfile(notebook_path, copied[0])  # the bytes only: not a link, not its owner or mode
     for path in given_files:
         target = workdir / path.name
         if path.is_dir():
             shutil.copytree(path, target)
         else:
             shutil.copy2(path, target)
+        copied.append(target)
+    if owner is not None:
+        for path in copied:
+            for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+                os.lchown(item, owner, owner)
 
 
 # Modules a kernel imports before it answers: what nearly every notebook of the course imports,
@@ -447,16 +614,23 @@ class KernelSupply:
     when it is taken, so a kernel can start before anyone knows which submission it will run.
     """
 
-    def __init__(self, env: Mapping[str, str], warm: bool = True, preload: tuple[str, ...] = PRELOAD) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        warm: bool = True,
+        preload: tuple[str, ...] = PRELOAD,
+        sandbox: SandboxPolicy | None = None,
+    ) -> None:
         self.env = dict(env)
         self.warm = warm
         self.preload = preload
+        self.sandbox = sandbox
         self._next: KernelSession | None = None
 
     def _launch(self) -> KernelSession:
         workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
         try:
-            return KernelSession(workdir, self.env, preload=self.preload).launch()
+            return KernelSession(workdir, self.env, preload=self.preload, sandbox=self.sandbox).launch()
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise

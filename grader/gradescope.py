@@ -177,7 +177,9 @@ def run(root: Path, course_root: Path, assignment: str) -> dict[str, Any]:
         course.assignment(assignment)  # a broken course is the autograder's failure, not the student's
         zoo = ModelZoo()
         zoo.ensure_built()
-        with Grader(course, zoo, GradingSettings(warm_kernels=False)) as grader:
+        # The kernel sees neither the results folder nor the submission (it gets a copy).
+        hidden = (str(root / "results"), str(submission))
+        with Grader(course, zoo, GradingSettings(warm_kernels=False, hidden_paths=hidden)) as grader:
             result = grader.grade(notebook, notebook.stem, assignment)
         payload = gradescope_json(result)
         if note:

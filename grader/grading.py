@@ -15,6 +15,8 @@ import os
 import random
 import secrets
 import shutil
+import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Mapping
@@ -26,13 +28,14 @@ from typing import Any
 from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.course import Assignment, Course
-from grader.errors import GraderError
+from grader.errors import GraderError, KernelError
 from grader.execute import ExecutionRecord, KernelSupply, populate_workdir
 from grader.harness import Harness
 from grader.notebook import Identification, identify_assignment, read_notebook
 from grader.reference import ReferenceModels
 from grader.results import CheckResult, Figure, SubmissionResult
-from grader.rubric import CheckSpec
+from grader.rubric import CheckSpec, Limits
+from grader.sandbox import SandboxPolicy, hideable, inside, kernel_env, probe_isolation
 from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # results saying this are regraded by the next run
@@ -49,6 +52,7 @@ class GradingSettings:
     keep_workdirs: bool = False
     warm_kernels: bool = True  # launch the next submission's kernel while one is graded
     kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
+    hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
 
 
 class Grader:
@@ -61,7 +65,8 @@ class Grader:
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self.models = ReferenceModels(zoo)
         self._references: dict[str, ModuleType] = {}
-        self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels)
+        self.sandbox = self._sandbox_policy()
+        self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox)
 
     def close(self) -> None:
         """Stop the kernel kept warm for a next submission."""
@@ -100,6 +105,15 @@ class Grader:
         started = time.monotonic()
         try:
             result = self._grade(path, submission_id, assignment_name, started, more_to_come)
+        except KernelError as error:
+            result = SubmissionResult.without_results(
+                submission_id,
+                str(path),
+                f"{INTERNAL_ERROR}: {error.show()}",
+                assignment_name,
+                duration_s=time.monotonic() - started,
+                provenance=self._provenance(path, None),
+            )
         except GraderError as error:
             result = SubmissionResult.without_results(
                 submission_id,
@@ -125,12 +139,13 @@ class Grader:
     def _grade(
         self, path: Path, submission_id: str, assignment_name: str | None, started: float, more_to_come: bool
     ) -> SubmissionResult:
-        notebook = read_notebook(path)
+        notebook = read_notebook(path, max_bytes=self._max_notebook_bytes(assignment_name))
         notes = []
         if assignment_name is None:
             identification = self.identify(notebook)
             assignment_name = identification.assignment
             notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
+        notes.append(self.sandbox.isolation.summary)
         assignment = self.course.assignment(assignment_name)
         reference = self._reference(assignment)
         if self.zoo is not None:
@@ -138,10 +153,11 @@ class Grader:
         limits = assignment.rubric.limits
         session = self.kernels.take(warm_next=more_to_come)
         session.startup_timeout = limits.startup_timeout_s
+        session.limit_memory(limits.memory_mib * 1024**2)
         workdir = session.workdir
         execution: ExecutionRecord | None = None
         try:
-            populate_workdir(workdir, path, assignment.given_files())
+            populate_workdir(workdir, path, assignment.given_files(), owner=session.owner)
             with session:
                 harness = Harness(session, call_timeout_s=limits.call_timeout_s)
                 installed = harness.install()
@@ -150,7 +166,9 @@ class Grader:
                     kernel_problem = (
                         f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
                     )
-                execution = session.run_notebook(notebook, limits.cell_timeout_s, limits.notebook_timeout_s)
+                execution = session.run_notebook(
+                    notebook, limits.cell_timeout_s, limits.notebook_timeout_s, limits.max_output_kib * 1024
+                )
                 if not session.alive:
                     kernel_problem = f"The checks could not call your code: {session.dead_reason or 'the kernel stopped'}."
                 checks = self._run_checks(
@@ -252,15 +270,48 @@ class Grader:
         return self._references[assignment.name]
 
     def _kernel_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.zoo is not None:
-            env.update(self.zoo.kernel_env())
-        env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-        env["PYTHONUNBUFFERED"] = "1"
+        """The kernel's environment: an allow-list of the grader's, plus what the kernel needs."""
+        extra = dict(self.zoo.kernel_env()) if self.zoo is not None else {}
+        extra["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+        extra["PYTHONUNBUFFERED"] = "1"
         if self.settings.kernel_threads:
             for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                env[name] = str(self.settings.kernel_threads)
-        return env
+                extra[name] = str(self.settings.kernel_threads)
+        if self.zoo is None:  # real models: the kernel may need the grader's Hugging Face settings
+            extra.update({name: value for name, value in os.environ.items() if name.startswith(("HF_", "TRANSFORMERS_"))})
+        return kernel_env(os.environ, extra)
+
+    def _all_limits(self) -> list[Limits]:
+        limits = []
+        for name in self.course.names():
+            with contextlib.suppress(GraderError):
+                limits.append(self.course.assignment(name).rubric.limits)
+        return limits or [Limits()]
+
+    def _max_notebook_bytes(self, assignment_name: str | None) -> int:
+        """The size limit for a notebook: its assignment's, or the largest any assignment allows."""
+        if assignment_name is not None:
+            with contextlib.suppress(GraderError):
+                return self.course.assignment(assignment_name).rubric.limits.max_notebook_mib * 1024**2
+        return max(limits.max_notebook_mib for limits in self._all_limits()) * 1024**2
+
+    def _sandbox_policy(self) -> SandboxPolicy:
+        """How this run's kernels are isolated (probed on this machine) and limited."""
+        zoo_dir = [self.zoo.cache_dir] if self.zoo is not None else []
+        candidates = [self.course.root / "reference", self.course.root / "rubrics", Path.home()]
+        candidates += [Path(path) for path in self.settings.hidden_paths]
+        hidden = hideable(candidates, writable=[Path(tempfile.gettempdir())])
+        keep = inside([Path(sys.prefix), Path(sys.base_prefix)], hidden)
+        limits = self._all_limits()
+        return SandboxPolicy(
+            isolation=probe_isolation(str(zoo_dir[0]) if zoo_dir else None, hidden, keep),
+            hidden=hidden,
+            keep=keep,
+            zoo_dir=str(zoo_dir[0]) if zoo_dir else None,
+            memory_bytes=max(item.memory_mib for item in limits) * 1024**2,
+            max_processes=max(item.max_processes for item in limits),
+            max_file_bytes=max(item.max_file_mib for item in limits) * 1024**2,
+        )
 
     def _provenance(self, path: Path, assignment: Assignment | None) -> dict[str, Any]:
         provenance: dict[str, Any] = {

@@ -237,7 +237,17 @@ class Harness:
             return CallOutcome("internal", message=f"{what} answered with malformed JSON: {error}", wall_s=reply.duration_s)
         if not isinstance(answer, dict):
             return CallOutcome("internal", message=f"{what} answered with {type(answer).__name__}", wall_s=reply.duration_s)
-        return _outcome_from_answer(answer, reply.duration_s)
+        outcome = _outcome_from_answer(answer, reply.duration_s)
+        # A call's events all happen within its request (the notebook's own, asked for later, do not).
+        impossible = _impossible_timing(outcome) if request["op"] in ("call", "generate") else ""
+        if impossible:
+            return CallOutcome(
+                "internal",
+                message=f"{what} answered with timings the grader's own clock rules out ({impossible}): "
+                "the grader's runtime in the kernel was tampered with",
+                wall_s=reply.duration_s,
+            )
+        return outcome
 
     def _failed(self, reply: KernelReply, what: str) -> CallOutcome:
         if reply.status == "dead":
@@ -249,6 +259,26 @@ class Harness:
             )
             return CallOutcome("internal", exception=exception, message=f"{what} failed: {exception}", wall_s=reply.duration_s)
         return CallOutcome("internal", message=f"{what} gave no answer", wall_s=reply.duration_s)
+
+
+CLOCK_SLACK_S = 0.05  # the two clocks are both monotonic; this covers rounding and message latency
+
+
+def _impossible_timing(outcome: CallOutcome) -> str:
+    """What in the kernel's answer could not have happened within the request the grader timed
+    (a forged answer claiming longer calls, or pacing it skipped); "" when all is consistent."""
+    ceiling = outcome.wall_s + CLOCK_SLACK_S
+    claims = [("the call", outcome.duration_s)]
+    claims += [(f"a {event.get('type', 'recorded')} event", event.get("duration_s")) for event in outcome.events]
+    for name, seconds in claims:
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and not 0 <= seconds <= ceiling:
+            return f"{name} took {seconds:.3f} s in a request of {outcome.wall_s:.3f} s"
+    paced = sum(
+        event["paced_s"] for event in outcome.events if isinstance(event.get("paced_s"), (int, float)) and event["paced_s"] > 0
+    )
+    if paced > ceiling:
+        return f"{paced:.3f} s of pacing in a request of {outcome.wall_s:.3f} s"
+    return ""
 
 
 def _reject_constant(name: str) -> Any:

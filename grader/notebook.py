@@ -20,15 +20,19 @@ METADATA_KEY = "llm_grader"
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 
 
-def read_notebook(path: Path) -> Any:
-    """The notebook at ``path`` as nbformat v4, or a :class:`NotebookError` saying what is wrong."""
+def read_notebook(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> Any:
+    """The notebook at ``path`` as nbformat v4, or a :class:`NotebookError` saying what is wrong.
+
+    A file over ``max_bytes`` is refused by its size, before any of it is read.
+    """
     try:
         size = path.stat().st_size
     except OSError as error:
         raise NotebookError(f"{path.name} cannot be read: {error.strerror or error}") from error
-    if size > MAX_NOTEBOOK_BYTES:
+    if size > max_bytes:
         raise NotebookError(
-            f"{path.name} is {size / 1024**2:.0f} MiB; notebooks over {MAX_NOTEBOOK_BYTES // 1024**2} MiB are not accepted (clear large outputs before submitting)"
+            f"{path.name} is {size / 1024**2:.0f} MiB; notebooks over {max_bytes / 1024**2:g} MiB are not accepted "
+            "(clear large outputs before submitting)"
         )
     raw = path.read_bytes()
     try:

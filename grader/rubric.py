@@ -29,12 +29,23 @@ class Strict(BaseModel):
 
 
 class Limits(Strict):
-    """Time limits for running one submission."""
+    """Time and resource limits for running one submission."""
 
     cell_timeout_s: float = Field(120.0, gt=0, description="Seconds one cell may run before it is interrupted.")
     notebook_timeout_s: float = Field(900.0, gt=0, description="Seconds all cells together may run.")
     call_timeout_s: float = Field(60.0, gt=0, description="Default seconds for one grading call into the kernel.")
     startup_timeout_s: float = Field(90.0, gt=0, description="Seconds the kernel may take to start.")
+    memory_mib: int = Field(
+        4096, ge=256, description="MiB the kernel's processes may use together; over it the kernel is stopped."
+    )
+    max_processes: int = Field(
+        256, ge=32, description="Processes and threads the kernel's user may run at once (where it has a user of its own)."
+    )
+    max_file_mib: int = Field(512, ge=1, description="MiB of the largest file the kernel may write.")
+    max_output_kib: int = Field(
+        4096, ge=16, description="KiB of cell outputs kept from one notebook; more is dropped, with a note saying so."
+    )
+    max_notebook_mib: int = Field(50, ge=1, description="MiB of the largest notebook file accepted (checked before reading it).")
 
 
 class Identify(Strict):
@@ -91,7 +102,7 @@ class Rubric(Strict):
     given_files: list[str] = Field(
         default_factory=list, description="Files (relative to the rubric's reference folder) copied next to the notebook."
     )
-    limits: Limits = Field(default_factory=lambda: Limits(), description="Time limits.")
+    limits: Limits = Field(default_factory=lambda: Limits(), description="Time and resource limits.")
     identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")
     checks: list[CheckSpec] = Field(description="The checks, in the order they run and are shown.")
 

@@ -1,0 +1,197 @@
+"""The hostile corpus, graded in one `grade` run next to a good submission.
+
+Every submission gets a result with a clear message, none gets points it did not earn, none
+changes another's result or any file outside its sandbox (the course, the submissions, the
+model zoo, the grader's package), no process of a kernel outlives the run, and the grader exits
+normally. The run uses a copy of the course whose ptq-bnb rubric has small limits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from grader.authoring import make_notebook, write_notebook
+from grader.sandbox import KERNEL_UID_BASE
+from grader.zoo import ModelZoo
+from tests.conftest import SEED
+from tests.hostile import Attack, Targets, write_corpus
+
+ENV_SECRET = "grader-env-secret-7f3a9c"
+CONTROL_SECRET = "control-secret-51d2e8"
+LIMITS = "limits:\n  cell_timeout_s: 180\n  notebook_timeout_s: 900\n  call_timeout_s: 60\n"
+SMALL_LIMITS = (
+    "limits:\n  cell_timeout_s: 15\n  notebook_timeout_s: 120\n  call_timeout_s: 30\n  memory_mib: 1536\n"
+    "  max_processes: 128\n  max_file_mib: 16\n  max_output_kib: 64\n  max_notebook_mib: 2\n"
+)
+
+
+def digests(*folders: Path) -> dict[str, str]:
+    """The SHA-256 of every file under ``folders`` (links not followed)."""
+    found = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts:
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def kernel_processes() -> list[psutil.Process]:
+    """Processes running as a kernel's own user."""
+    found = []
+    for process in psutil.process_iter(["uids"]):
+        uids = process.info["uids"]
+        if uids is not None and uids.real >= KERNEL_UID_BASE:
+            found.append(process)
+    return found
+
+
+@pytest.fixture(scope="module")
+def run(root: Path, ptq_sources: Any, zoo: ModelZoo) -> Iterator[dict[str, Any]]:
+    """Write the corpus and the control, grade them in one run, and record what changed.
+
+    Everything lies in a folder anyone may read (pytest's own is private to its user), so
+    that only the sandbox keeps the kernels from the course, the output and each other.
+    """
+    base = Path(tempfile.mkdtemp(prefix="llm-grader-hostile-"))
+    base.chmod(0o755)
+    try:
+        yield _grade_corpus(base, root, ptq_sources, zoo)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> dict[str, Any]:
+    course = base / "course"
+    # ptq-bnb alone, so that its small limits are the largest any assignment asks for.
+    shutil.copytree(root / "reference" / "ptq-bnb", course / "reference" / "ptq-bnb")
+    (course / "rubrics").mkdir()
+    shutil.copy(root / "rubrics" / "ptq-bnb.yaml", course / "rubrics")
+    rubric = course / "rubrics" / "ptq-bnb.yaml"
+    assert LIMITS in rubric.read_text()
+    rubric.write_text(rubric.read_text().replace(LIMITS, SMALL_LIMITS))
+    folder = base / "submissions"
+    folder.mkdir()
+    out = base / "out"
+    out.mkdir()
+    solution = ptq_sources.solution_cells()
+    control = folder / "control.ipynb"
+    write_notebook(control, make_notebook("ptq-bnb", [*solution, ("code", f"# {CONTROL_SECRET}")]))
+    targets = Targets(out, course, control, CONTROL_SECRET, ENV_SECRET)
+    corpus = write_corpus(folder, targets, solution)
+    watched = (course, folder, zoo.cache_dir, root / "grader")
+    before = digests(*watched)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            str(folder),
+            "--out",
+            str(out),
+            "--course",
+            str(course),
+            "--seed",
+            str(SEED),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "GRADER_TEST_SECRET": ENV_SECRET},
+    )
+    return {
+        "completed": completed,
+        "out": out,
+        "corpus": corpus,
+        "changed": {path for path, digest in digests(*watched).items() if before.get(path) != digest},
+        "leftovers": kernel_processes(),
+        "reference": (course / "reference" / "ptq-bnb" / "reference.py").read_text(),
+        "rubric": rubric.read_text(),
+    }
+
+
+def results(run: dict[str, Any], name: str) -> dict[str, Any]:
+    return json.loads((run["out"] / name / "results.json").read_text())
+
+
+def everything_said(result: dict[str, Any]) -> str:
+    """The result's error, cell problems and check messages, as one text."""
+    extra = result["extra_data"]
+    parts = [result.get("output", ""), str(extra.get("error") or "")]
+    parts += [problem["message"] + "\n" + problem.get("traceback", "") for problem in extra.get("cell_problems", [])]
+    parts += [test["output"] for test in result["tests"]]
+    return "\n".join(parts)
+
+
+def test_the_grader_exits_normally_and_grades_every_submission(run: dict[str, Any]) -> None:
+    completed = run["completed"]
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    corpus: list[Attack] = run["corpus"]
+    assert len(corpus) >= 25
+    graded = {path.parent.name for path in run["out"].glob("*/results.json")}
+    assert graded == {attack.name for attack in corpus} | {"control"}
+
+
+def test_the_control_keeps_full_marks(run: dict[str, Any]) -> None:
+    control = results(run, "control")
+    assert control["score"] == 25 and control["extra_data"]["error"] is None
+    assert "ran as its own unprivileged user" in " ".join(control["extra_data"]["notes"])
+
+
+def test_no_attack_gets_points_it_did_not_earn(run: dict[str, Any]) -> None:
+    for attack in run["corpus"]:
+        result = results(run, attack.name)
+        if attack.solution_based:
+            assert result["score"] == 25, attack.name  # earned by its solution cells
+        elif attack.name == "hard-coded-answers":
+            lost = {test["extra_data"]["check_id"] for test in result["tests"] if test["score"] < test["max_score"]}
+            assert {"memory-int8", "memory-nf4"} <= lost  # hidden inputs: another model, another answer
+        else:
+            assert result["score"] == 0, (attack.name, result["score"])
+
+
+def test_every_result_says_what_happened(run: dict[str, Any]) -> None:
+    for attack in run["corpus"]:
+        result = results(run, attack.name)
+        said = everything_said(result)
+        assert "internal grader error" not in said, (attack.name, said[-2000:])
+        for words in attack.words:
+            assert words in said, (attack.name, words, said[-2000:])
+
+
+def test_nothing_secret_reaches_any_result(run: dict[str, Any]) -> None:
+    reference_line = run["reference"].splitlines()[0]
+    rubric_line = next(line for line in run["rubric"].splitlines() if line.startswith("#"))
+    for attack in run["corpus"]:
+        folder = run["out"] / attack.name
+        text = "\n".join(path.read_text(errors="replace") for path in folder.iterdir())
+        for secret in (ENV_SECRET, "GRADER_TEST_SECRET", CONTROL_SECRET, reference_line, rubric_line):
+            assert secret not in text, (attack.name, secret)
+
+
+def test_no_file_outside_the_sandboxes_changed_and_no_process_is_left(run: dict[str, Any]) -> None:
+    assert run["changed"] == set()
+    assert not (run["out"] / "late.txt").exists()
+    for name in ("write-results", "control"):
+        assert results(run, name)["tests"], name  # the grader's own results, not the forged ones
+    assert run["leftovers"] == []
+
+
+def test_huge_outputs_are_cut_and_bad_links_are_not_followed(run: dict[str, Any]) -> None:
+    page = run["out"] / "huge-print" / "feedback-instructor.html"
+    assert page.stat().st_size < 1024**2
+    assert "link-to-solution" not in {path.parent.name for path in run["out"].glob("*/results.json")}
+    assert "outside" in (run["out"] / "summary.html").read_text()
