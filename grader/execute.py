@@ -267,7 +267,10 @@ class KernelSession:
             # The kernel reads the models through its own read-only view of the zoo.
             zoo_view = self._runtime_dir / "zoo"
             zoo_view.mkdir()
-            env["HF_HUB_CACHE"] = str(zoo_view) + hub[len(zoo_dir) :]
+            # Both names: Optimum reads the legacy one (see ModelZoo.kernel_env).
+            for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+                if env.get(name) == hub:
+                    env[name] = str(zoo_view) + hub[len(zoo_dir) :]
         policy = sandbox.launcher_policy(self.uid, give=[str(given)], zoo_view=str(zoo_view) if zoo_view else None)
         return launcher_argv(policy, argv)
 

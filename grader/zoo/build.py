@@ -116,6 +116,10 @@ class ModelZoo:
         """Build the zoo unless a complete build is cached; return its hub cache."""
         marker = self.root / "complete.json"
         if marker.exists():
+            if self.root.stat().st_mode & 0o005 != 0o005:
+                # Built by a version that left the zoo private: the sandboxed kernels' own users
+                # could not read it.
+                _share(self.root)
             return self.hub_cache
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         # Several graders (or test workers) may start at once: one builds, the others wait.
@@ -125,10 +129,7 @@ class ModelZoo:
             staging = Path(tempfile.mkdtemp(prefix=f"{self.key}.", dir=self.cache_dir))
             try:
                 manifest = _build_into(staging, self.models, self.corpus_path)
-                # mkdtemp and safetensors write private files; a built zoo is read by other users
-                # too (a container's non-root grader, colleagues sharing a cache).
-                for path in [staging, *staging.rglob("*")]:
-                    path.chmod(0o755 if path.is_dir() else 0o644)
+                _share(staging)
                 (staging / "complete.json").write_text(json.dumps(manifest, indent=2))
                 if self.root.exists():
                     shutil.rmtree(self.root)
@@ -307,3 +308,13 @@ def _lay_out_repo(hub_cache: Path, hub_id: str, built: Path, commit: str) -> Non
         shutil.copy2(path, snapshot / path.name)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
+
+
+def _share(root: Path) -> None:
+    """Make a built zoo readable by every user.
+
+    mkdtemp and safetensors write private files; a built zoo is read by other users too: the
+    sandboxed kernels' own users, a container's non-root grader, colleagues sharing a cache.
+    """
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
