@@ -7,7 +7,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from click_default_group import DefaultGroup
@@ -190,6 +190,26 @@ def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
     click.echo(str(target))
 
 
+# Options of the student-facing commands (check, build-student-kit).
+_course_option = click.option(
+    "--course",
+    "course_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Course folder or student kit holding rubrics/ and reference/ (default: this checkout or kit).",
+)
+_cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
+)
+
+
+def _exit_with(error: GraderError) -> NoReturn:
+    """Print a grader error as one clear line and exit with its status."""
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
+    sys.exit(error.exit_code)
+
+
 @main.command("check", context_settings=CONTEXT)
 @click.argument("notebook", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-a", "--assignment", metavar="NAME", help="Check it as this assignment (default: from the notebook's metadata).")
@@ -208,17 +228,8 @@ def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
     type=click.Path(allow_dash=True, dir_okay=False, path_type=Path),
     help="Also write the results (Gradescope's schema) to FILE ('-': standard output).",
 )
-@click.option(
-    "--course",
-    "course_dir",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Course folder or student kit holding rubrics/ and reference/ (default: this checkout or kit).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
-)
+@_course_option
+@_cache_dir_option
 def check(
     notebook: Path,
     assignment: str | None,
@@ -252,8 +263,7 @@ def check(
         with console.status(f"Running {notebook.name} and its public checks…"):
             result = run_self_check(notebook, course, zoo, assignment, targets)
     except GraderError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
-        sys.exit(error.exit_code)
+        _exit_with(error)
     if html_out is not None:
         write_atomically(html_out, render_feedback(result, "student", self_check=True))
     console.print(report(result, html_out))
@@ -269,17 +279,8 @@ def check(
 @main.command("build-student-kit", context_settings=CONTEXT)
 @click.argument("assignment")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--course",
-    "course_dir",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Course folder holding rubrics/ and reference/ (default: this checkout).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
-)
+@_course_option
+@_cache_dir_option
 def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, cache_dir: Path | None) -> None:
     """Write OUT_DIR/ASSIGNMENT-kit/ (and .zip) for students: starter, public rubric, self-check.
 
@@ -298,8 +299,7 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
         with Console(stderr=True).status(f"Recording the public checks' reference values on {assignment}'s solution…"):
             target = build(Path(__file__).resolve().parent.parent, course, assignment, out_dir, zoo)
     except GraderError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
-        sys.exit(error.exit_code)
+        _exit_with(error)
     click.echo(str(target))
 
 

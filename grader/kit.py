@@ -93,8 +93,7 @@ def build_student_kit(project_root: Path, course: Course, assignment: str, out_d
     target = out_dir / f"{assignment}-kit"
     with tempfile.TemporaryDirectory(prefix="llm-grader-kit-", dir=out_dir) as scratch:
         staging = Path(scratch) / target.name
-        staging.mkdir()
-        _write_kit(project_root, spec, recording, staging)
+        write_kit(project_root, spec, recording, staging)
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -124,7 +123,9 @@ def record_public_reference(course: Course, spec: Assignment, zoo: ModelZoo) -> 
     return Recording(spec.name, zoo.key, versions, calls)
 
 
-def _write_kit(project_root: Path, spec: Assignment, recording: Recording, kit: Path) -> None:
+def write_kit(project_root: Path, spec: Assignment, recording: Recording, kit: Path) -> None:
+    """Lay out a kit in the new folder ``kit``: grader, public rubric, recorded values, starter, README."""
+    kit.mkdir(parents=True)
     for name in PROJECT_FILES:
         shutil.copy2(project_root / name, kit / name)
     copy_package_without_reference_side(PACKAGE_DIR, kit / "grader")

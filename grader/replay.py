@@ -11,6 +11,11 @@ method, such as the token-weighted loss). Both go through a :class:`ReferenceSid
 - **replay** (a student kit, which holds neither ``reference.py`` nor the bodies of
   :func:`reference_side` functions): the result is read back from ``recorded.json``, written
   by ``grade build-student-kit`` from the public checks' calls on the tiny models.
+
+The recording is made by grading the solution notebook, so a check should ask the reference side
+for everything it may need before it judges the student's value (as ``memory_footprint`` asks for
+the classic mistakes' values up front), with arguments that do not depend on that value. A call
+the kit did not record makes only its check say it cannot be judged offline.
 """
 
 from __future__ import annotations

@@ -44,6 +44,15 @@ def sources(root: Path):
     return load_notebook_sources(root / "reference" / "perplexity")
 
 
+def test_help_names_the_student_commands(tmp_path: Path) -> None:
+    completed = subprocess.run([sys.executable, "-m", "grader", "--help"], capture_output=True, text=True, timeout=60)
+    assert "check" in completed.stdout and "build-student-kit" in completed.stdout
+    completed = grade_check("--help", cwd=tmp_path)
+    for option in ("--assignment", "--only", "--html", "--json", "--course"):
+        assert option in completed.stdout
+    assert "Exit status: 0 when every public check passes, 1 when one fails" in " ".join(completed.stdout.split())
+
+
 def test_the_solution_passes_every_public_check(tmp_path: Path, root: Path, zoo: object) -> None:
     page, results = tmp_path / "feedback.html", tmp_path / "results.json"
     completed = grade_check(

@@ -8,6 +8,7 @@ on real notebooks in real kernels.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import shutil
@@ -19,13 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from grader.authoring import make_notebook, with_edits, write_notebook
 from grader.checks import load_registry
 from grader.course import Course
-from grader.kit import withheld_functions
+from grader.grading import Grader
+from grader.kit import withheld_functions, write_kit
 from grader.reference import ReferenceModels
 from grader.replay import NotRecorded, Recording, ReferenceSide
 from grader.rubric import load_rubric
+from grader.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
+from tests.conftest import check as check_of
 
 ASSIGNMENT = "perplexity"
 SAMPLES = ("solution", "mistake-batch-means", "mistake-one-text-at-a-time")
@@ -185,3 +190,33 @@ def test_a_replayed_call_the_kit_did_not_record_is_named(zoo: ModelZoo) -> None:
         side.call("reference.resolve", None, (["cuda"],))
     with pytest.raises(NotRecorded, match="called with a value of type object"):
         side.call("reference.resolve", None, (object(),))
+
+
+def test_a_kit_explains_a_wrong_memory_footprint_like_the_full_grader(
+    tmp_path: Path, root: Path, course: Course, zoo: ModelZoo, ptq_sources
+) -> None:
+    """The classic mistakes' values are recorded from the solution, though only a wrong value needs them."""
+    imports = next(cell for cell in ptq_sources.solution_cells() if "import torch" in cell[1])
+    helpers = next(cell for cell in ptq_sources.solution_cells() if "def get_model_memory_footprint" in cell[1])
+    solution, bytes_mistake = tmp_path / "solution.ipynb", tmp_path / "bytes.ipynb"
+    write_notebook(solution, make_notebook("ptq-bnb", [imports, helpers]))
+    write_notebook(
+        bytes_mistake,
+        make_notebook(
+            "ptq-bnb", with_edits([imports, helpers], [("    return mem / 1024**2 # convert to MB", "    return mem # bytes")])
+        ),
+    )
+    spec = course.assignment("ptq-bnb")
+    settings = self_check_settings(targets=("get_model_memory_footprint",))
+    with Grader(course, zoo, dataclasses.replace(settings, record_reference=True)) as grader:
+        assert check_of(grader.grade(solution, SELF_CHECK_ID), "memory-fp32").outcome == "passed"
+        recording = Recording("ptq-bnb", zoo.key, {}, grader.recorded("ptq-bnb"))
+    with Grader(course, zoo, settings) as grader:
+        full = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")
+    write_kit(root, spec, recording, tmp_path / "kit")
+    kit_course = Course(tmp_path / "kit", load_registry())
+    assert kit_course.assignment("ptq-bnb").in_kit
+    with Grader(kit_course, zoo, settings) as grader:
+        replayed = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")
+    assert replayed.outcome == full.outcome == "failed"
+    assert replayed.message == full.message and "returns bytes: divide by 1024**2 to get MB" in replayed.message

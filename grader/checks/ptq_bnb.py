@@ -83,12 +83,14 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
         )
     reference_model = context.models.model(spec)
     expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
+    # Asked before judging, not only on a wrong value: a student kit replays what the solution asked.
+    mistakes = context.expected(footprint_mistakes, reference_model)
     label = {"none": "float32", "int8": "INT8", "nf4": "NF4 4-bit", "fp4": "FP4 4-bit"}[params.quantization]
     found = float(value)
     data = {"expected_mb": expected, "found_mb": found}
     if math.isclose(found, expected, rel_tol=params.rel_tolerance):
         return Verdict.passed(f"On the {label} model you report {number(found, 'MB')}, as expected.", data=data)
-    for name, (mistake, explanation) in context.expected(footprint_mistakes, reference_model).items():
+    for name, (mistake, explanation) in mistakes.items():
         if mistake > 0 and math.isclose(found, mistake, rel_tol=params.rel_tolerance):
             return Verdict.failed(
                 f"On the {label} model your function returns {number(found, 'MB')}, but the model takes {number(expected, 'MB')}: it {explanation}.",
