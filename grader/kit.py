@@ -53,7 +53,8 @@ python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e .
 
 (`constraints.txt` pins the CPU build of torch and the library versions the expected values
 were recorded with; on another torch or transformers the tiny models differ and the check says
-so.) The first check builds the tiny models the notebook loads as "gpt2" (about 10 s, once).
+so.) The first check builds the tiny models it serves to your notebook as "gpt2" (about 10 s,
+once), so checking needs no network; your own Jupyter still loads the real models.
 
 ## Check your notebook
 
@@ -70,7 +71,8 @@ a table: each check, its points, whether it passed and why, a hint and documenta
 exit status is 0 when every public check passes, 1 when one fails or the notebook cannot be
 checked.
 
-From inside the notebook (with this kit installed in the notebook's Python), in the last cell:
+From inside the notebook (install this kit, `pip install -c constraints.txt -e .`, in the Python
+environment your Jupyter runs), in the last cell:
 
 ```python
 from grader import check
