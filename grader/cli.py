@@ -297,10 +297,17 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
         zoo = ModelZoo(cache_dir)
         zoo.ensure_built()
         with Console(stderr=True).status(f"Recording the public checks' reference values on {assignment}'s solution…"):
-            target = build(Path(__file__).resolve().parent.parent, course, assignment, out_dir, zoo)
+            kit = build(Path(__file__).resolve().parent.parent, course, assignment, out_dir, zoo)
     except GraderError as error:
         _exit_with(error)
-    click.echo(str(target))
+    for name in kit.unrecordable:
+        Console(stderr=True).print(
+            f"[yellow]note:[/] {escape(name)} returned a value with no JSON form, so the kit cannot replay it: "
+            "its checks will say they cannot judge offline (return numbers, strings, lists or dicts from it).",
+            highlight=False,
+            soft_wrap=True,
+        )
+    click.echo(str(kit.folder))
 
 
 def _grade(

@@ -284,10 +284,9 @@ class Grader:
             self._references[assignment.name] = assignment.reference_side(self.models, record=self.settings.record_reference)
         return self._references[assignment.name]
 
-    def recorded(self, assignment_name: str) -> dict[str, Any]:
-        """The reference side's results recorded so far for an assignment (with ``record_reference``)."""
-        side = self._references.get(assignment_name)
-        return dict(side.recorded) if side is not None else {}
+    def reference_side(self, assignment_name: str) -> ReferenceSide | None:
+        """The reference side used for an assignment so far (with ``record_reference``, what it recorded)."""
+        return self._references.get(assignment_name)
 
     def _checks_to_run(self, assignment: Assignment) -> list[CheckSpec]:
         checks = assignment.rubric.checks

@@ -19,6 +19,7 @@ import importlib.metadata
 import shutil
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -85,12 +86,20 @@ notebook's name, write `check(path="{starter}")`.
 """
 
 
-def build_student_kit(project_root: Path, course: Course, assignment: str, out_dir: Path, zoo: ModelZoo) -> Path:
-    """Write ``OUTDIR/<assignment>-kit/`` and ``OUTDIR/<assignment>-kit.zip``; return the folder."""
+@dataclass(frozen=True)
+class KitBuild:
+    """A built kit: its folder, and the reference functions whose values could not be recorded."""
+
+    folder: Path
+    unrecordable: tuple[str, ...]
+
+
+def build_student_kit(project_root: Path, course: Course, assignment: str, out_dir: Path, zoo: ModelZoo) -> KitBuild:
+    """Write ``OUTDIR/<assignment>-kit/`` and ``OUTDIR/<assignment>-kit.zip``."""
     spec = course.assignment(assignment)
     if spec.in_kit:
         raise CourseError(f"{spec.reference_dir} is already a student kit's copy; build kits from the course itself")
-    recording = record_public_reference(course, spec, zoo)
+    recording, unrecordable = record_public_reference(course, spec, zoo)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{assignment}-kit"
     with tempfile.TemporaryDirectory(prefix="llm-grader-kit-", dir=out_dir) as scratch:
@@ -106,23 +115,25 @@ def build_student_kit(project_root: Path, course: Course, assignment: str, out_d
             if path.is_file():
                 bundle.write(path, (Path(target.name) / path.relative_to(target)).as_posix())
     temporary.replace(archive)
-    return target
+    return KitBuild(target, unrecordable)
 
 
-def record_public_reference(course: Course, spec: Assignment, zoo: ModelZoo) -> Recording:
-    """The reference side's values for the public checks: grade the solution with them, recording."""
+def record_public_reference(course: Course, spec: Assignment, zoo: ModelZoo) -> tuple[Recording, tuple[str, ...]]:
+    """The reference side's values for the public checks (grade the solution with them, recording),
+    and the functions whose values have no JSON form."""
     from grader.grading import Grader
 
     with Grader(course, zoo, self_check_settings(record_reference=True)) as grader:
         result = grader.grade(spec.solution, SELF_CHECK_ID, spec.name)
-        calls = grader.recorded(spec.name)
+        side = grader.reference_side(spec.name)
+        calls, unrecordable = (dict(side.recorded), tuple(sorted(side.unrecordable))) if side is not None else ({}, ())
     if result.error:
         raise CourseError(f"the solution notebook {spec.solution} could not be graded: {result.error}")
     wrong = [check.check_id for check in result.checks if check.outcome in ("failed", "error")]
     if wrong:
         raise CourseError(f"the solution notebook {spec.solution} fails the public checks {', '.join(wrong)}; fix it first")
     versions = {name: importlib.metadata.version(name) for name in ("torch", "transformers", "tokenizers")}
-    return Recording(spec.name, zoo.key, versions, calls)
+    return Recording(spec.name, zoo.key, versions, calls), unrecordable
 
 
 def write_kit(project_root: Path, spec: Assignment, recording: Recording, kit: Path) -> None:

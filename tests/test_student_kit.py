@@ -210,7 +210,9 @@ def test_a_kit_explains_a_wrong_memory_footprint_like_the_full_grader(
     settings = self_check_settings(targets=("get_model_memory_footprint",))
     with Grader(course, zoo, dataclasses.replace(settings, record_reference=True)) as grader:
         assert check_of(grader.grade(solution, SELF_CHECK_ID), "memory-fp32").outcome == "passed"
-        recording = Recording("ptq-bnb", zoo.key, {}, grader.recorded("ptq-bnb"))
+        side = grader.reference_side("ptq-bnb")
+        assert side is not None and not side.unrecordable
+        recording = Recording("ptq-bnb", zoo.key, {}, side.recorded)
     with Grader(course, zoo, settings) as grader:
         full = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")
     write_kit(root, spec, recording, tmp_path / "kit")
@@ -220,3 +222,20 @@ def test_a_kit_explains_a_wrong_memory_footprint_like_the_full_grader(
         replayed = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")
     assert replayed.outcome == full.outcome == "failed"
     assert replayed.message == full.message and "returns bytes: divide by 1024**2 to get MB" in replayed.message
+
+
+def test_recording_keeps_json_results_and_names_the_others(zoo: ModelZoo) -> None:
+    import types
+
+    models = ReferenceModels(zoo)
+    module = types.ModuleType("reference")
+    side = ReferenceSide(models, module=module, record=True)
+    tokenizer = models.tokenizer("gpt2")
+    count = len(tokenizer("Hello there")["input_ids"])
+    counted = side.call("reference.count", lambda tok, text: (len(tok(text)["input_ids"]), "tokens"), (tokenizer, "Hello there"))
+    assert counted == (count, "tokens")
+    marker = object()
+    assert side.call("reference.opaque", lambda: marker, ()) is marker  # still returned live
+    assert side.unrecordable == {"reference.opaque"}
+    assert list(side.recorded.values()) == [[count, "tokens"]]
+    assert '{"$reference": "tokenizer:gpt2"}' in next(iter(side.recorded))
