@@ -7,7 +7,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from click_default_group import DefaultGroup
@@ -33,7 +33,8 @@ def main() -> None:
     """Grade notebooks of the LLM inference course.
 
     `grade PATH...` (the same as `grade run PATH...`) grades notebooks, folders of them and LMS
-    exports; `grade gradescope` packages an assignment's autograder for Gradescope.
+    exports; `grade gradescope` packages an assignment's autograder for Gradescope; `grade check`
+    runs the public checks on a student's own notebook; `grade build-student-kit` packages them.
     """
 
 
@@ -187,6 +188,126 @@ def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
         Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)
     click.echo(str(target))
+
+
+# Options of the student-facing commands (check, build-student-kit).
+_course_option = click.option(
+    "--course",
+    "course_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Course folder or student kit holding rubrics/ and reference/ (default: this checkout or kit).",
+)
+_cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the tiny model zoo is built and cached (default: $GRADER_CACHE_DIR or ~/.cache).",
+)
+
+
+def _exit_with(error: GraderError) -> NoReturn:
+    """Print a grader error as one clear line and exit with its status."""
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
+    sys.exit(error.exit_code)
+
+
+@main.command("check", context_settings=CONTEXT)
+@click.argument("notebook", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-a", "--assignment", metavar="NAME", help="Check it as this assignment (default: from the notebook's metadata).")
+@click.option(
+    "--only",
+    "targets",
+    metavar="FUNCTION",
+    multiple=True,
+    help="Run only the checks of this function or variable (repeatable).",
+)
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the feedback page to FILE.")
+@click.option(
+    "--json",
+    "json_out",
+    metavar="FILE",
+    type=click.Path(allow_dash=True, dir_okay=False, path_type=Path),
+    help="Also write the results (Gradescope's schema) to FILE ('-': standard output).",
+)
+@_course_option
+@_cache_dir_option
+def check(
+    notebook: Path,
+    assignment: str | None,
+    targets: tuple[str, ...],
+    html_out: Path | None,
+    json_out: Path | None,
+    course_dir: Path | None,
+    cache_dir: Path | None,
+) -> None:
+    """Check your own notebook with the public checks, offline, before you submit it.
+
+    Prints each public check (points, passed or failed and why, a hint and documentation) and how
+    many hidden checks your instructor will also run. Exit status: 0 when every public check
+    passes, 1 when one fails or the notebook cannot be checked.
+    """
+    from grader.checks import load_registry
+    from grader.course import Course, find_course_root
+    from grader.render import render_feedback
+    from grader.results import gradescope_json, write_atomically
+    from grader.selfcheck import passed, report, run_self_check
+    from grader.zoo import ModelZoo
+
+    to_stdout = json_out is not None and str(json_out) == "-"
+    console = Console(stderr=to_stdout)
+    try:
+        course = Course(find_course_root(course_dir), load_registry())
+        zoo = ModelZoo(cache_dir)
+        if not (zoo.root / "complete.json").exists():
+            Console(stderr=True).print("Building the tiny model zoo (once per machine, about 10 s)…")
+        zoo.ensure_built()
+        with console.status(f"Running {notebook.name} and its public checks…"):
+            result = run_self_check(notebook, course, zoo, assignment, targets)
+    except GraderError as error:
+        _exit_with(error)
+    if html_out is not None:
+        write_atomically(html_out, render_feedback(result, "student", self_check=True))
+    console.print(report(result, html_out))
+    if json_out is not None:
+        text = json.dumps(gradescope_json(result), indent=2, ensure_ascii=False) + "\n"
+        if to_stdout:
+            sys.stdout.write(text)
+        else:
+            write_atomically(json_out, text)
+    sys.exit(0 if passed(result) else 1)
+
+
+@main.command("build-student-kit", context_settings=CONTEXT)
+@click.argument("assignment")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@_course_option
+@_cache_dir_option
+def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, cache_dir: Path | None) -> None:
+    """Write OUT_DIR/ASSIGNMENT-kit/ (and .zip) for students: starter, public rubric, self-check.
+
+    The kit holds no reference implementation, solution or hidden check: the public checks'
+    expected values are recorded on the tiny models by grading the solution notebook.
+    """
+    from grader.checks import load_registry
+    from grader.course import Course, find_course_root
+    from grader.kit import build_student_kit as build
+    from grader.zoo import ModelZoo
+
+    try:
+        course = Course(find_course_root(course_dir), load_registry())
+        zoo = ModelZoo(cache_dir)
+        zoo.ensure_built()
+        with Console(stderr=True).status(f"Recording the public checks' reference values on {assignment}'s solution…"):
+            kit = build(Path(__file__).resolve().parent.parent, course, assignment, out_dir, zoo)
+    except GraderError as error:
+        _exit_with(error)
+    for name in kit.unrecordable:
+        Console(stderr=True).print(
+            f"[yellow]note:[/] {escape(name)} returned a value with no JSON form, so the kit cannot replay it: "
+            "its checks will say they cannot judge offline (return numbers, strings, lists or dicts from it).",
+            highlight=False,
+            soft_wrap=True,
+        )
+    click.echo(str(kit.folder))
 
 
 def _grade(

@@ -11,7 +11,8 @@ from pydantic import BaseModel
 
 from grader.checks import CheckKind
 from grader.errors import CourseError, UsageError
-from grader.reference import load_reference_module
+from grader.reference import ReferenceModels, load_reference_module
+from grader.replay import RECORDED_FILE, Recording, ReferenceSide
 from grader.rubric import Rubric, load_rubric
 
 
@@ -39,9 +40,25 @@ class Assignment:
         """Files copied next to the notebook before it runs."""
         return [self.reference_dir / name for name in self.rubric.given_files]
 
+    @property
+    def recorded(self) -> Path:
+        """Recorded reference values, in a student kit (which has no reference implementation)."""
+        return self.reference_dir / RECORDED_FILE
+
+    @property
+    def in_kit(self) -> bool:
+        """Whether this is a student kit's copy: recorded values instead of the reference implementation."""
+        return not (self.reference_dir / "reference.py").exists() and self.recorded.exists()
+
     def load_reference(self) -> ModuleType:
         """The reference implementation, imported in the grader's process."""
         return load_reference_module(self.reference_dir / "reference.py", self.name)
+
+    def reference_side(self, models: ReferenceModels, record: bool = False) -> ReferenceSide:
+        """The reference side of the checks: the implementation, or in a kit its recorded values."""
+        if self.in_kit:
+            return ReferenceSide(models, recording=Recording.read(self.recorded))
+        return ReferenceSide(models, module=self.load_reference(), record=record)
 
 
 def find_course_root(explicit: Path | None = None) -> Path:

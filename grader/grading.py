@@ -22,7 +22,6 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from grader import __version__
@@ -32,7 +31,9 @@ from grader.errors import GraderError, KernelError
 from grader.execute import ExecutionRecord, KernelSupply, populate_workdir
 from grader.harness import Harness
 from grader.notebook import Identification, identify_assignment, read_notebook
+from grader.notebook_check import GRADING_KERNEL_ENV
 from grader.reference import ReferenceModels
+from grader.replay import NotRecorded, ReferenceFunctions, ReferenceSide
 from grader.results import CheckResult, Figure, SubmissionResult
 from grader.rubric import CheckSpec, Limits
 from grader.sandbox import SandboxPolicy, hideable, inside, kernel_env, probe_isolation
@@ -53,6 +54,9 @@ class GradingSettings:
     warm_kernels: bool = True  # launch the next submission's kernel while one is graded
     kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
     hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
+    public_only: bool = False  # a student's self-check: hidden checks are counted, not run
+    targets: tuple[str, ...] = ()  # run only the checks of these functions or variables (empty: all)
+    record_reference: bool = False  # keep the reference side's results (for a student kit)
 
 
 class Grader:
@@ -64,7 +68,7 @@ class Grader:
         self.settings = settings
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self.models = ReferenceModels(zoo)
-        self._references: dict[str, ModuleType] = {}
+        self._references: dict[str, ReferenceSide] = {}
         self.sandbox = self._sandbox_policy()
         self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox)
 
@@ -148,6 +152,7 @@ class Grader:
         notes.append(self.sandbox.isolation.summary)
         assignment = self.course.assignment(assignment_name)
         reference = self._reference(assignment)
+        notes += self._self_check_notes(assignment, reference)
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
@@ -200,20 +205,43 @@ class Grader:
             provenance=self._provenance(path, assignment),
         )
 
+    def _self_check_notes(self, assignment: Assignment, reference: ReferenceSide) -> list[str]:
+        """What a student's self-check does not cover, and whether its recorded values fit this machine."""
+        notes = []
+        if self.settings.public_only:
+            hidden = assignment.rubric.hidden_summary()
+            if hidden.checks:
+                notes.append(
+                    f"This self-check runs the public checks only: your instructor will also run {hidden.checks} hidden "
+                    f"check{'s' if hidden.checks != 1 else ''} worth {_points(hidden.points)}, with inputs drawn at grading time."
+                )
+        if self.settings.targets:
+            notes.append(f"Only the checks of {', '.join(self.settings.targets)} were run.")
+        recording = reference.recording
+        if reference.replaying and recording is not None and self.zoo is not None and recording.zoo != self.zoo.key:
+            versions = ", ".join(f"{name} {version}" for name, version in sorted(recording.versions.items()))
+            notes.append(
+                f"Warning: the expected values of this kit were recorded on tiny models built with {versions or 'other versions'} "
+                f"(zoo {recording.zoo}), but this machine builds different ones (zoo {self.zoo.key}); values compared with "
+                "the reference may be off. Install the versions in the kit's constraints.txt."
+            )
+        return notes
+
     def _run_checks(
         self,
         assignment: Assignment,
         notebook: Any,
         execution: ExecutionRecord | None,
         harness: Harness | None,
-        reference: ModuleType,
+        reference: ReferenceSide,
         environment: Mapping[str, Any],
         submission_id: str,
         kernel_problem: str | None,
     ) -> list[CheckResult]:
         memo: dict[str, Any] = {}
         results = []
-        for check in assignment.rubric.checks:
+        functions = ReferenceFunctions(reference)
+        for check in self._checks_to_run(assignment):
             kind = self.course.kinds[check.kind]
             context = CheckContext(
                 rubric=assignment.rubric,
@@ -221,7 +249,7 @@ class Grader:
                 notebook=notebook,
                 execution=execution,
                 harness=harness,
-                reference=reference,
+                reference=functions,
                 models=self.models,
                 environment=environment,
                 rng=random.Random(f"{self.seed}:{submission_id}:{check.id}"),
@@ -255,6 +283,11 @@ class Grader:
             return kind.run(context, params)
         except StopCheck as stop:
             return stop.verdict
+        except NotRecorded as missing:
+            return Verdict.error(
+                f"The self-check cannot judge this offline: the student kit holds no expected value for what your code "
+                f"returned here ({missing}). Your instructor's grader will judge it; fix the other failed checks first."
+            )
         except Exception as error:  # a bug in a check must not cost the other checks their results
             return Verdict.error(
                 f"The grader itself failed in this check ({type(error).__name__}: {error}); your instructor has been told.",
@@ -264,16 +297,29 @@ class Grader:
 
     # ---------------------------------------------------------------- helpers
 
-    def _reference(self, assignment: Assignment) -> ModuleType:
+    def _reference(self, assignment: Assignment) -> ReferenceSide:
         if assignment.name not in self._references:
-            self._references[assignment.name] = assignment.load_reference()
+            self._references[assignment.name] = assignment.reference_side(self.models, record=self.settings.record_reference)
         return self._references[assignment.name]
+
+    def reference_side(self, assignment_name: str) -> ReferenceSide | None:
+        """The reference side used for an assignment so far (with ``record_reference``, what it recorded)."""
+        return self._references.get(assignment_name)
+
+    def _checks_to_run(self, assignment: Assignment) -> list[CheckSpec]:
+        checks = assignment.rubric.checks
+        if self.settings.public_only:
+            checks = [check for check in checks if check.visibility == "public"]
+        if self.settings.targets:
+            checks = [check for check in checks if check.target in self.settings.targets]
+        return checks
 
     def _kernel_env(self) -> dict[str, str]:
         """The kernel's environment: an allow-list of the grader's, plus what the kernel needs."""
         extra = dict(self.zoo.kernel_env()) if self.zoo is not None else {}
         extra["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
         extra["PYTHONUNBUFFERED"] = "1"
+        extra[GRADING_KERNEL_ENV] = "1"
         if self.settings.kernel_threads:
             for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                 extra[name] = str(self.settings.kernel_threads)

@@ -39,6 +39,11 @@ class ReferenceModels:
     def __init__(self, zoo: ModelZoo | None) -> None:
         self.zoo = zoo  # None: the real Hugging Face hub
         self._cache: dict[str, Any] = {}
+        self._keys: dict[int, str] = {}  # id of a cached model or tokenizer -> its cache key
+
+    def describe(self, value: Any) -> str | None:
+        """The key of a model or tokenizer this object handed out (None for anything else)."""
+        return self._keys.get(id(value))
 
     def source(self, hub_id: str) -> str:
         """Where ``from_pretrained`` reads ``hub_id`` from: the zoo's folder, or the hub."""
@@ -50,6 +55,7 @@ class ReferenceModels:
         if key not in self._cache:
             with quiet_libraries():
                 self._cache[key] = runtime.load_model({**spec, "hub_id": self.source(spec["hub_id"])})
+            self._keys[id(self._cache[key])] = key
         return self._cache[key]
 
     def tokenizer(self, hub_id: str) -> Any:
@@ -60,4 +66,5 @@ class ReferenceModels:
 
             with quiet_libraries():
                 self._cache[key] = AutoTokenizer.from_pretrained(self.source(hub_id))
+            self._keys[id(self._cache[key])] = key
         return self._cache[key]

@@ -102,8 +102,12 @@ def _environment() -> Environment:
     return environment
 
 
-def render_feedback(result: SubmissionResult, view: View) -> str:
-    """One submission's feedback page; the student view leaves hidden checks out."""
+def render_feedback(result: SubmissionResult, view: View, self_check: bool = False) -> str:
+    """One submission's feedback page; the student view leaves hidden checks out.
+
+    ``self_check``: a student's own run of the public checks (its notes, such as how many hidden
+    checks the instructor will run, are shown to the student).
+    """
     checks = result.visible_checks(view)
     hidden = [check for check in result.checks if check not in checks]
     shown = [check for check in checks if check.automatic]
@@ -113,6 +117,7 @@ def render_feedback(result: SubmissionResult, view: View) -> str:
         .render(
             result=result,
             view=view,
+            self_check=self_check,
             checks=checks,
             hidden_count=len(hidden),
             hidden_points=sum(check.points for check in hidden),

@@ -92,6 +92,13 @@ class CheckSpec(Strict):
         return value
 
 
+class Withheld(Strict):
+    """In a student kit's rubric: what the instructor grades beyond the public checks."""
+
+    checks: int = Field(ge=0, description="How many hidden checks the instructor runs (they are not in this rubric).")
+    points: float = Field(ge=0, description="The points they are worth together.")
+
+
 class Rubric(Strict):
     """An assignment's rubric."""
 
@@ -105,6 +112,9 @@ class Rubric(Strict):
     limits: Limits = Field(default_factory=lambda: Limits(), description="Time and resource limits.")
     identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")
     checks: list[CheckSpec] = Field(description="The checks, in the order they run and are shown.")
+    withheld: Withheld | None = Field(
+        None, description="Set in a student kit, whose rubric holds only the public checks: the hidden ones' count and points."
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Rubric:
@@ -119,6 +129,21 @@ class Rubric(Strict):
     def total_points(self) -> float:
         """Points of every check."""
         return sum(check.points for check in self.checks)
+
+    def hidden_summary(self) -> Withheld:
+        """How many hidden checks this rubric has (or had, in a student kit), and their points."""
+        hidden = [check for check in self.checks if check.visibility == "hidden"]
+        withheld = self.withheld or Withheld(checks=0, points=0.0)
+        return Withheld(checks=withheld.checks + len(hidden), points=withheld.points + sum(check.points for check in hidden))
+
+    def public(self) -> Rubric:
+        """This rubric for students: the hidden checks removed, only their count and points kept."""
+        return self.model_copy(
+            update={
+                "checks": [check for check in self.checks if check.visibility == "public"],
+                "withheld": self.hidden_summary(),
+            }
+        )
 
 
 class _NoDuplicateKeysLoader(yaml.SafeLoader):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -23,6 +22,7 @@ from grader.values import kind_of
 if TYPE_CHECKING:
     from grader.execute import ExecutionRecord
     from grader.reference import ReferenceModels
+    from grader.replay import ReferenceFunctions
     from grader.rubric import CheckSpec, Rubric
 
 Outcome = Literal["passed", "failed", "error", "manual", "skipped"]
@@ -125,7 +125,7 @@ class CheckContext:
     notebook: Any  # the executed notebook (nbformat.NotebookNode); the submitted one if it never ran
     execution: ExecutionRecord | None
     harness: Harness | None
-    reference: ModuleType | None
+    reference: ReferenceFunctions | None  # the reference implementation's functions, live or replayed
     models: ReferenceModels
     environment: Mapping[str, Any]
     rng: random.Random
@@ -146,6 +146,12 @@ class CheckContext:
     def on_cuda(self) -> bool:
         """Whether the notebook's kernel sees a CUDA device."""
         return bool(self.environment.get("cuda_available"))
+
+    def expected(self, function: Callable[..., Any], *args: Any) -> Any:
+        """A ``@reference_side`` function's value on ``args``: computed here, or replayed in a student kit."""
+        if self.reference is None:
+            return function(*args)
+        return self.reference.expected(function, args)
 
     def require_harness(self) -> Harness:
         """The harness, or stop with an error saying why the kernel cannot be asked."""

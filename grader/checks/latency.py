@@ -11,6 +11,7 @@ figures they draw (read from matplotlib's objects: labels and plotted data).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from grader.checks.timing import (
     retry_while_too_long,
 )
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
+from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
 TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed model.generate call"
@@ -93,14 +95,19 @@ def student_resolution(
     Checks of other functions compare with this, so a mistake in resolve_precision is charged
     once, in its own checks.
     """
+    fallback = None
+    if context.reference is not None:
+        # Asked up front, not only when the student's fails, so that a student kit records it from the solution.
+        with contextlib.suppress(NotRecorded):
+            dtype_ref, label_ref = context.reference.resolve_precision(precision, device)
+            fallback = str(dtype_ref), label_ref
     try:
         dtype, label = _resolved(context, function, precision, device)
         return dtype.name, label
     except StopCheck:
-        if context.reference is None:
+        if fallback is None:
             raise
-        dtype_ref, label = context.reference.resolve_precision(precision, device)
-        return str(dtype_ref), label
+        return fallback
 
 
 @check_kind("precision_resolve", PrecisionParams)

@@ -22,6 +22,7 @@ from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_k
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
 from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
 from grader.quiet import quiet_libraries
+from grader.replay import reference_side
 from grader.values import Model, Tokenizer, is_number, kind_of
 from grader.zoo.build import CORPUS_PATH, read_documents
 
@@ -228,6 +229,7 @@ class BatchFacts:
     text_losses: tuple[float, ...]  # each text's own mean loss
 
 
+@reference_side
 def _batch_facts(reference_model: Any, reference_tokenizer: Any, texts: list[str], batch_size: int) -> list[BatchFacts]:
     import torch
 
@@ -255,6 +257,7 @@ def _batch_facts(reference_model: Any, reference_tokenizer: Any, texts: list[str
     return facts
 
 
+@reference_side
 def loss_variants(reference_model: Any, reference_tokenizer: Any, texts: list[str], batch_size: int) -> dict[str, float]:
     """The loss and token count of the right way and of each classic wrong way, on these texts."""
     if reference_tokenizer.pad_token is None:
@@ -352,7 +355,7 @@ def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
     if key not in context.memo:
         with quiet_libraries():
             reference = context.models.model(model_spec(params.model, dtype="float32")), context.models.tokenizer(params.model)
-            context.memo[key] = loss_variants(*reference, texts, batch_size)
+            context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
     variants = context.memo[key]
     where = f"on {len(texts)} texts in batches of {batch_size}"
     found = value[params.field]

@@ -19,6 +19,7 @@ from pydantic import Field
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
 from grader.harness import model, model_spec
+from grader.replay import reference_side
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
 Quantization = Literal["none", "int8", "nf4", "fp4"]
@@ -39,6 +40,7 @@ class MemoryParams(Params):
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
 
+@reference_side
 def footprint_mistakes(reference_model: Any) -> dict[str, tuple[float, str]]:
     """What the classic mistakes give on this model, each with the sentence that explains it."""
     param_bytes = sum(p.nelement() * p.element_size() for p in reference_model.parameters())
@@ -81,12 +83,14 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
         )
     reference_model = context.models.model(spec)
     expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
+    # Asked before judging, not only on a wrong value: a student kit replays what the solution asked.
+    mistakes = context.expected(footprint_mistakes, reference_model)
     label = {"none": "float32", "int8": "INT8", "nf4": "NF4 4-bit", "fp4": "FP4 4-bit"}[params.quantization]
     found = float(value)
     data = {"expected_mb": expected, "found_mb": found}
     if math.isclose(found, expected, rel_tol=params.rel_tolerance):
         return Verdict.passed(f"On the {label} model you report {number(found, 'MB')}, as expected.", data=data)
-    for name, (mistake, explanation) in footprint_mistakes(reference_model).items():
+    for name, (mistake, explanation) in mistakes.items():
         if mistake > 0 and math.isclose(found, mistake, rel_tol=params.rel_tolerance):
             return Verdict.failed(
                 f"On the {label} model your function returns {number(found, 'MB')}, but the model takes {number(expected, 'MB')}: it {explanation}.",

@@ -1,0 +1,158 @@
+"""A student's story: `grade check` and `check()` in the notebook, with the public checks only.
+
+Every run executes the real notebook in a real kernel on the tiny models, in a separate `grade`
+process, as a student's laptop would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
+from grader.zoo import ModelZoo
+
+HIDDEN = "5 hidden checks worth 12 points"  # perplexity's hidden checks, counted, never named
+
+
+def grade_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the real `grade check` (a wide terminal, so table cells do not wrap mid-word)."""
+    return subprocess.run(
+        [sys.executable, "-m", "grader", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def outcomes(path: Path) -> dict[str, str]:
+    """Check id -> outcome, from the results.json `grade check --json` wrote."""
+    return {test["extra_data"]["check_id"]: test["extra_data"]["outcome"] for test in json.loads(path.read_text())["tests"]}
+
+
+@pytest.fixture(scope="module")
+def sources(root: Path):
+    return load_notebook_sources(root / "reference" / "perplexity")
+
+
+def test_help_names_the_student_commands(tmp_path: Path) -> None:
+    completed = subprocess.run([sys.executable, "-m", "grader", "--help"], capture_output=True, text=True, timeout=60)
+    assert "check" in completed.stdout and "build-student-kit" in completed.stdout
+    completed = grade_check("--help", cwd=tmp_path)
+    for option in ("--assignment", "--only", "--html", "--json", "--course"):
+        assert option in completed.stdout
+    assert "Exit status: 0 when every public check passes, 1 when one fails" in " ".join(completed.stdout.split())
+
+
+def test_the_solution_passes_every_public_check(tmp_path: Path, root: Path, zoo: object) -> None:
+    page, results = tmp_path / "feedback.html", tmp_path / "results.json"
+    completed = grade_check(
+        str(root / "submissions" / "perplexity" / "solution.ipynb"), "--html", str(page), "--json", str(results), cwd=tmp_path
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr[-2000:]
+    assert "Public checks: 8 / 8 points, all public checks pass." in completed.stdout
+    assert HIDDEN in completed.stdout
+    ran = outcomes(results)
+    assert ran == {
+        "loader-eval-device": "passed",
+        "loader-cpu-float32": "passed",
+        "loss-public": "passed",
+        "evaluation-no-grad": "passed",
+        "evaluation-batching": "passed",
+        "timing-cuda-sync": "skipped",  # needs a GPU
+    }
+    html = page.read_text()
+    assert "self-check (public checks only)" in html and HIDDEN in html
+    assert "token-weighted loss on the notebook" in html
+    for hidden_check in ("loss-hidden", "tokens-hidden", "hidden corpora", "number of predicted tokens"):
+        assert hidden_check not in completed.stdout and hidden_check not in html and hidden_check not in results.read_text()
+
+
+def test_a_wrong_notebook_fails_with_why_a_hint_and_a_link(tmp_path: Path, root: Path, zoo: object) -> None:
+    results = tmp_path / "results.json"
+    completed = grade_check(
+        str(root / "submissions" / "perplexity" / "mistake-batch-means.ipynb"), "--json", str(results), cwd=tmp_path
+    )
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    assert outcomes(results)["loss-public"] == "failed"
+    assert {check for check, outcome in outcomes(results).items() if outcome == "failed"} == {"loss-public"}
+    out = " ".join(completed.stdout.split())
+    assert "averages the per-batch mean losses" in out
+    assert "Hint: Weight each batch's loss by its number of predicted tokens" in out
+    assert "https://huggingface.co/docs/transformers/en/perplexity" in out
+    assert "Public checks: 6 / 8 points, some public checks fail." in out
+
+
+def test_only_the_checks_of_one_function(tmp_path: Path, root: Path, zoo: object) -> None:
+    results = tmp_path / "results.json"
+    notebook = root / "submissions" / "perplexity" / "mistake-gradients-on.ipynb"
+    completed = grade_check(str(notebook), "--only", "evaluate_loss", "--json", str(results), cwd=tmp_path)
+    assert completed.returncode == 1
+    assert outcomes(results) == {"loss-public": "passed", "evaluation-no-grad": "failed", "evaluation-batching": "passed"}
+    assert "Only the checks of evaluate_loss were run." in " ".join(completed.stdout.split())
+
+    typo = grade_check(str(notebook), "--only", "evaluate_los", cwd=tmp_path)
+    assert typo.returncode == 2
+    assert "no public check grades evaluate_los; the public checks grade: evaluate_loss, load_model_and_tokenizer" in " ".join(
+        typo.stderr.split()
+    )
+
+
+def test_an_unreadable_notebook_gets_a_clear_message(tmp_path: Path, zoo: object) -> None:
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{not json")
+    completed = grade_check(str(broken), "--assignment", "perplexity", cwd=tmp_path)
+    assert completed.returncode == 1
+    assert "Your notebook could not be checked" in completed.stdout and "is not valid notebook JSON" in " ".join(
+        completed.stdout.split()
+    )
+
+
+def test_check_in_the_notebook_shows_the_result_under_the_cell(
+    tmp_path: Path, sources, zoo: ModelZoo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A student's last cell calls check(); the kernel finds its notebook from Jupyter's JPY_SESSION_NAME."""
+    cells = with_edits(sources.solution_cells(), [("total_loss += out.loss.item() * predicted", "total_loss += out.loss.item()")])
+    notebook = make_notebook("perplexity", [*cells, ("code", "from grader import check\ncheck()")])
+    path = tmp_path / "my work.ipynb"
+    write_notebook(path, notebook)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))  # what Jupyter Server 2 sets in a notebook's kernel
+    for name, value in zoo.kernel_env().items():  # the student's own kernel loads "gpt2" offline too
+        monkeypatch.setenv(name, value)
+    executed = nbformat.read(path, as_version=4)
+    NotebookClient(executed, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    outputs = executed.cells[-1].outputs
+    printed = "".join(output.get("text", "") for output in outputs if output.output_type == "stream")
+    assert "Checking the saved file my work.ipynb in a fresh kernel" in printed and "unsaved edits are not seen" in printed
+    shown = [output.data for output in outputs if output.output_type == "display_data"]
+    assert len(shown) == 1
+    page, table = shown[0]["text/html"], " ".join(shown[0]["text/plain"].split())
+    assert page.startswith("<iframe") and "srcdoc=" in page
+    assert "token-weighted mean cross-entropy is 1.071" in page  # the mistake, named in the feedback page
+    assert "Public checks: 6 / 8 points, some public checks fail." in table and HIDDEN in table
+    # The grader ran the notebook in its own kernel, where the check() cell does nothing (no recursion).
+    assert "Cell " not in table
+
+
+def test_check_in_the_notebook_names_what_it_cannot_find(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.notebook_check import NotebookNotFound, notebook_path
+
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    (tmp_path / "a.ipynb").write_text("{}")
+    (tmp_path / "b.ipynb").write_text("{}")
+    assert notebook_path({"__vsc_ipynb_file__": str(tmp_path / "b.ipynb")}, {}, tmp_path) == (tmp_path / "b.ipynb").resolve()
+    assert notebook_path({}, {"JPY_SESSION_NAME": "a.ipynb"}, tmp_path) == (tmp_path / "a.ipynb").resolve()
+    with pytest.raises(NotebookNotFound, match=r"the folder holds 2 notebooks\): call check\(path='your_notebook.ipynb'\)"):
+        notebook_path({}, {}, tmp_path)
+    (tmp_path / "b.ipynb").unlink()
+    assert notebook_path({}, {}, tmp_path) == (tmp_path / "a.ipynb").resolve()
