@@ -616,10 +616,9 @@ def quantize_int8(source: str, save_dir: Path) -> None:
     from optimum.onnxruntime import ORTModelForCausalLM, ORTQuantizer
     from optimum.onnxruntime.configuration import AutoQuantizationConfig
 
+    exported = ORTModelForCausalLM.from_pretrained(source, export=True)  # kept: its files live as long as it does
     config = AutoQuantizationConfig.avx2(is_static=False, per_channel=False)
-    ORTQuantizer.from_pretrained(ORTModelForCausalLM.from_pretrained(source, export=True)).quantize(
-        save_dir=save_dir, quantization_config=config
-    )
+    ORTQuantizer.from_pretrained(exported).quantize(save_dir=save_dir, quantization_config=config)
 
 
 def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], CallOutcome, dict[str, Any]]:
