@@ -6,7 +6,7 @@ here mocks nbclient, the kernel or the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,9 +43,11 @@ def course() -> Course:
 
 
 @pytest.fixture(scope="session")
-def grader(course: Course, zoo: ModelZoo) -> Grader:
-    """A grader with a fixed hidden-input seed."""
-    return Grader(course, zoo, GradingSettings(seed=SEED, kernel_threads=1))  # tests run two at a time on 2 CPUs
+def grader(course: Course, zoo: ModelZoo) -> Iterator[Grader]:
+    """A grader with a fixed hidden-input seed (closed at the end, with the kernel it keeps warm)."""
+    grader = Grader(course, zoo, GradingSettings(seed=SEED, kernel_threads=1))  # tests run two at a time on 2 CPUs
+    yield grader
+    grader.close()
 
 
 @pytest.fixture(scope="session")
