@@ -25,6 +25,7 @@ from grader.output import write_class_reports, write_submission
 from grader.render import FEEDBACK_FILES
 from grader.results import SubmissionResult, result_to_json
 from grader.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
+from grader.sandbox import sandbox_notices
 from grader.submissions import Found
 
 GRADEBOOK_NAME = "gradebook.sqlite"
@@ -144,15 +145,18 @@ def grade_batch(
             outcome.graded += 1
             on_result(result, False)
             if time.monotonic() - last_report > REPORT_EVERY_S:
-                write_class_reports(ordered(), out_dir, notices)
+                so_far = ordered()
+                write_class_reports(so_far, out_dir, [*notices, *sandbox_notices(done.notes for done in so_far)])
                 last_report = time.monotonic()
         outcome.results = ordered()
+        warnings = sandbox_notices(done.notes for done in outcome.results)
+        outcome.notices += warnings
         # The reports depend only on the results and the discovery's notices: when neither
         # changed since they were written, they are up to date (an unchanged regrade stays fast).
         reports_key = _reports_key(outcome.results, notices)
         reports = [out_dir / "summary.html", out_dir / "grades.csv"]
         if gradebook.meta("reports_key") != reports_key or not all(path.exists() for path in reports):
-            write_class_reports(outcome.results, out_dir, notices)
+            write_class_reports(outcome.results, out_dir, [*notices, *warnings])
             gradebook.set_meta("reports_key", reports_key)
     return outcome
 

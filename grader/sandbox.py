@@ -39,6 +39,7 @@ from typing import Literal
 
 import psutil
 
+WARNING_PREFIX = "Sandbox warning: "
 KERNEL_UID_BASE = 1_500_000_000  # far above any account or subordinate-uid range
 KERNEL_UID_SPAN = 100_000_000
 PROBE_TIMEOUT_S = 60.0
@@ -59,7 +60,7 @@ class Isolation:
         """One line for the instructor's report."""
         if self.namespaces == "root" and self.own_user:
             return "Sandbox: the kernel ran as its own unprivileged user, with no network and the course's files hidden."
-        return f"Sandbox warning: {self.warning}"
+        return f"{WARNING_PREFIX}{self.warning}"
 
 
 @dataclass(frozen=True)
@@ -308,3 +309,17 @@ def kill_user(uid: int) -> None:
         if not processes:
             return
         kill(processes)
+
+
+def sandbox_notices(notes_of: Iterable[Iterable[str]]) -> list[str]:
+    """One notice per distinct sandbox warning in the results' notes, with how many it concerns.
+
+    Each result says how its kernel was isolated; where that is weaker than it should be, the
+    instructor is told once, on top of the run's reports, not only inside each result.
+    """
+    counts: dict[str, int] = {}
+    for notes in notes_of:
+        for note in notes:
+            if note.startswith(WARNING_PREFIX):
+                counts[note] = counts.get(note, 0) + 1
+    return [f"{note} ({count} submission{'s' if count != 1 else ''} graded so)" for note, count in counts.items()]

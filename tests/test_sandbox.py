@@ -138,3 +138,20 @@ def test_a_forged_runtime_answer_is_caught_by_the_graders_clock(tmp_path: Path, 
     assert outcome.status == "internal"
     assert "the grader's own clock rules out (the call took 0.500 s in a request of" in outcome.message
     assert outcome.message.endswith("the grader's runtime in the kernel was tampered with")
+
+
+def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: ModelZoo) -> None:
+    """Not only inside each result: the terminal and the class dashboard say it, with a count."""
+    for name in ("a", "b"):
+        write_notebook(tmp_path / "in" / f"{name}.ipynb", make_notebook("ptq-bnb", [("code", "x = 1")]))
+    completed = subprocess.run(
+        [sys.executable, "-m", "grader", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GRADER_NO_SANDBOX": "1", "COLUMNS": "300"},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    notice = "Sandbox warning: GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network. (2 submissions graded so)"
+    assert notice in " ".join((completed.stdout + completed.stderr).split())
+    assert "GRADER_NO_SANDBOX is set" in (tmp_path / "out" / "summary.html").read_text()
