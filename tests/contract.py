@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,12 +51,23 @@ class GradescopeResults(BaseModel):
         return {check_id for check_id, test in self.by_id().items() if test.score < test.max_score}
 
 
-def run_grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real `grade` command with the tests' hidden-input seed; fail loudly if it fails."""
+def run_grade(
+    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `grade` command with the tests' hidden-input seed.
+
+    ``env`` is added to this process's environment; with ``check``, fail loudly if it fails.
+    """
     completed = subprocess.run(
-        [sys.executable, "-m", "grader", *args, "--seed", str(SEED)], capture_output=True, text=True, timeout=900, cwd=cwd
+        [sys.executable, "-m", "grader", *args, "--seed", str(SEED)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+        env={**os.environ, **env} if env is not None else None,
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    if check:
+        assert completed.returncode == 0, completed.stderr[-3000:]
     return completed
 
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,7 @@ import pytest
 from grader.authoring import make_notebook, write_notebook
 from grader.sandbox import KERNEL_UID_BASE
 from grader.zoo import ModelZoo
-from tests.conftest import SEED
+from tests.contract import run_grade
 from tests.hostile import Attack, Targets, write_corpus
 
 ENV_SECRET = "grader-env-secret-7f3a9c"
@@ -101,25 +98,16 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
     corpus = write_corpus(folder, targets, solution)
     watched = (course, folder, zoo.cache_dir, root / "grader")
     before = digests(*watched)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grader",
-            str(folder),
-            "--out",
-            str(out),
-            "--course",
-            str(course),
-            "--seed",
-            str(SEED),
-            "--workers",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "GRADER_TEST_SECRET": ENV_SECRET},
+    completed = run_grade(
+        str(folder),
+        "--out",
+        str(out),
+        "--course",
+        str(course),
+        "--workers",
+        "2",
+        env={"GRADER_TEST_SECRET": ENV_SECRET},
+        check=False,  # the exit status is a test of its own
     )
     return {
         "completed": completed,

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
-from tests.conftest import SEED
+from tests.contract import run_grade
 
 IMPORTS_MARKER = "import torch\nfrom transformers import"
 
@@ -74,24 +72,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, ptq_sources, short_limits_c
     (folder / "malformed.ipynb").write_text('{"cells": [ {"cell_type": "code", "source": "x = 1"', encoding="utf-8")
     (folder / "not-a-notebook.ipynb").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
     out = tmp_path_factory.mktemp("out")
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grader",
-            str(folder),
-            "--out",
-            str(out),
-            "--course",
-            str(short_limits_course),
-            "--seed",
-            str(SEED),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_grade(str(folder), "--out", str(out), "--course", str(short_limits_course))
     return out
 
 

@@ -23,6 +23,7 @@ from grader.rubric import Limits
 from grader.sandbox import hideable, inside, kernel_env, launcher_argv
 from grader.zoo import ModelZoo
 from tests.conftest import ROOT
+from tests.contract import run_grade
 
 
 def test_hidden_paths_spare_the_kernels_temporary_folder_and_nest_once(tmp_path: Path) -> None:
@@ -144,14 +145,14 @@ def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: Mo
     """Not only inside each result: the terminal and the class dashboard say it, with a count."""
     for name in ("a", "b"):
         write_notebook(tmp_path / "in" / f"{name}.ipynb", make_notebook("ptq-bnb", [("code", "x = 1")]))
-    completed = subprocess.run(
-        [sys.executable, "-m", "grader", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "GRADER_NO_SANDBOX": "1", "COLUMNS": "300"},
+    completed = run_grade(
+        str(tmp_path / "in"),
+        "--out",
+        str(tmp_path / "out"),
+        "--workers",
+        "1",
+        env={"GRADER_NO_SANDBOX": "1", "COLUMNS": "300"},
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     notice = "Sandbox warning: GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network. (2 submissions graded so)"
     assert notice in " ".join((completed.stdout + completed.stderr).split())
     assert "GRADER_NO_SANDBOX is set" in (tmp_path / "out" / "summary.html").read_text()
