@@ -387,8 +387,9 @@ class KernelSession:
             try:
                 client.execute_cell(cell, index)
                 cells_run += 1
-            except (DeadKernelError, KeyError, RuntimeError) as error:
-                # A KeyError or RuntimeError here comes from the kernel's messages: a notebook that
+            except (DeadKernelError, KeyError, RuntimeError, ValueError) as error:
+                # A KeyError, RuntimeError or ValueError (jupyter_client's "Duplicate Signature",
+                # "Invalid Signature") here comes from the kernel's messages: a notebook that
                 # replaced json.dumps or the kernel's session breaks Jupyter's protocol.
                 self._mark_dead(_death(index, error))
                 problems.append(CellProblem(index, "kernel-died", _death_message(self, error), source=cell.source))
