@@ -102,9 +102,14 @@ def mapping(recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"$dict": recipes}
 
 
-def tokenizer(hub_id: str) -> dict[str, Any]:
-    """``AutoTokenizer.from_pretrained(hub_id)`` in the kernel (cached there)."""
-    return {"$tokenizer": hub_id}
+def tokenizer(hub_id: str, pad_token: str = "none", padding_side: str = "default") -> dict[str, Any]:
+    """``AutoTokenizer.from_pretrained(hub_id)`` in the kernel, set up as the starter's loader is told to.
+
+    ``pad_token="eos"`` reuses the end-of-text token as the pad token; ``padding_side`` is set
+    unless ``"default"``. Each call gets its own copy, so what one student function changes on
+    its tokenizer (a padding side it forgot to restore) never reaches the next call.
+    """
+    return {"$tokenizer": {"hub_id": hub_id, "pad_token": pad_token, "padding_side": padding_side}}
 
 
 def notebook_value(*path: Any) -> dict[str, Any]:

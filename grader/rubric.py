@@ -92,6 +92,25 @@ class CheckSpec(Strict):
         return value
 
 
+class TokenizerContract(Strict):
+    """The tokenizer the starter's loader is told to return: what the grader hands student functions."""
+
+    pad_token: Literal["eos", "none"] = Field(
+        "none", description="'eos': the starter tells the loader to reuse the end-of-text token as the pad token."
+    )
+    padding_side: Literal["left", "right", "default"] = Field(
+        "default", description="The padding side the starter's loader sets ('default': the tokenizer's own)."
+    )
+
+
+class Contract(Strict):
+    """What a correct implementation of the notebook's other functions hands the function a check calls."""
+
+    tokenizer: TokenizerContract = Field(
+        default_factory=lambda: TokenizerContract(), description="The tokenizer every check passes to student functions."
+    )
+
+
 class Withheld(Strict):
     """In a student kit's rubric: what the instructor grades beyond the public checks."""
 
@@ -111,6 +130,10 @@ class Rubric(Strict):
     )
     limits: Limits = Field(default_factory=lambda: Limits(), description="Time and resource limits.")
     identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")
+    contract: Contract = Field(
+        default_factory=lambda: Contract(),
+        description="The starter's contract: the inputs (a tokenizer with its pad token, ...) checks hand student functions.",
+    )
     checks: list[CheckSpec] = Field(description="The checks, in the order they run and are shown.")
     withheld: Withheld | None = Field(
         None, description="Set in a student kit, whose rubric holds only the public checks: the hidden ones' count and points."

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from grader.harness import CallOutcome, Harness
+from grader.harness import CallOutcome, Harness, tokenizer
 from grader.values import kind_of
 
 if TYPE_CHECKING:
@@ -152,6 +152,11 @@ class CheckContext:
         if self.reference is None:
             return function(*args)
         return self.reference.expected(function, args)
+
+    def tokenizer(self, hub_id: str) -> dict[str, Any]:
+        """The recipe of the tokenizer a student function receives: as the starter's loader returns it."""
+        contract = self.rubric.contract.tokenizer
+        return tokenizer(hub_id, pad_token=contract.pad_token, padding_side=contract.padding_side)
 
     def require_harness(self) -> Harness:
         """The harness, or stop with an error saying why the kernel cannot be asked."""

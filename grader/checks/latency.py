@@ -28,7 +28,7 @@ from grader.checks.timing import (
     require_keys,
     retry_while_too_long,
 )
-from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec, tokenizer
+from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec
 from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
@@ -482,7 +482,7 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
     for base in bases:
         target = context.rng.randint(*params.targets)
         call = f"{params.function}(tokenizer, {base!r}, {target})"
-        prompt = context.returned(context.call(params.function, tokenizer(params.model), literal(base), literal(target)), call)
+        prompt = context.returned(context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call)
         if not isinstance(prompt, str):
             return Verdict.failed(f"{call} should return a string, but it returned {kind_of(prompt)}.", found=kind_of(prompt))
         tokens = count(prompt)
@@ -555,7 +555,7 @@ def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], i
         context.memo[key] = context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
-            tokenizer(params.model),
+            context.tokenizer(params.model),
             literal(base),
             literal(lengths),
             literal(max_new_tokens),
@@ -627,7 +627,7 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
         outcome = context.call(
             params.measure_function,
             model(model_spec(params.model, dtype="float32")),
-            tokenizer(params.model),
+            context.tokenizer(params.model),
             literal("Hello there, how are you?"),
             literal(4),
             literal(params.use_cache),

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
-from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
+from grader.harness import CallOutcome, literal, model, model_spec
 from grader.quiet import quiet_libraries
 from grader.replay import reference_side
 from grader.values import Model, Tokenizer, is_number, kind_of
@@ -190,7 +190,7 @@ def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[s
         context.memo[key] = context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
-            tokenizer(params.model),
+            context.tokenizer(params.model),
             literal(texts),
             literal(batch_size),
         )

@@ -30,7 +30,7 @@ from grader.checks.timing import (
     require_keys,
     retry_while_too_long,
 )
-from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model, tokenizer
+from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.quiet import quiet_libraries
 from grader.values import Frame, OnnxModel, is_number, kind_of
 
@@ -374,7 +374,7 @@ def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str],
             outcome = context.call(
                 params.function,
                 model(model_spec(params.model, dtype="float32")),
-                tokenizer(params.model),
+                context.tokenizer(params.model),
                 literal(prompts),
                 literal(max_new_tokens),
                 pace_s=params.pace_s,
@@ -497,7 +497,7 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[int], int
         context.memo[key] = context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
-            tokenizer(params.model),
+            context.tokenizer(params.model),
             literal(prompts),
             literal(sizes),
             literal(max_new_tokens),
@@ -637,7 +637,7 @@ def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], Ca
                     "quantized": onnx_model(str(quantized_dir), QUANTIZED_FILE),
                 }
             ),
-            tokenizer(params.model),
+            context.tokenizer(params.model),
             literal(texts),
         )
     outcome = context.memo[key]
@@ -751,7 +751,7 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     max_new_tokens = context.rng_for("edge").randint(*params.tokens)
     call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
     outcome = context.call(
-        params.function, model(model_spec(params.model, dtype="float32")), tokenizer(params.model), literal(max_new_tokens)
+        params.function, model(model_spec(params.model, dtype="float32")), context.tokenizer(params.model), literal(max_new_tokens)
     )
     value = context.returned(outcome, call)
     if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
-from grader.harness import CallOutcome, literal, model, model_spec, tokenizer
+from grader.harness import CallOutcome, literal, model, model_spec
 from grader.values import kind_of
 
 T = TypeVar("T")
@@ -67,7 +67,7 @@ def call_timed(
     outcome = context.call(
         function,
         model(model_spec(hub_id, device=device, dtype=dtype)),
-        tokenizer(hub_id),
+        context.tokenizer(hub_id),
         literal(prompt),
         literal(max_new_tokens),
         *more,

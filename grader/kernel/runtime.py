@@ -766,13 +766,25 @@ def _build(recipe: Any) -> Any:
                 HANDLES[key] = ORTModelForCausalLM.from_pretrained(payload["path"], file_name=payload["file_name"])
         return HANDLES[key]
     if tag == "$tokenizer":
-        key = f"tokenizer:{payload}"
-        if key not in HANDLES:
-            from transformers import AutoTokenizer
-
-            HANDLES[key] = AutoTokenizer.from_pretrained(payload)
-        return HANDLES[key]
+        return _tokenizer(payload if isinstance(payload, dict) else {"hub_id": payload})
     raise ValueError(f"unknown argument recipe {tag!r}")
+
+
+def _tokenizer(spec: dict[str, Any]) -> Any:
+    """A fresh copy of the hub ID's tokenizer, with the pad token and padding side the spec asks for."""
+    import copy
+
+    key = f"tokenizer:{spec['hub_id']}"
+    if key not in HANDLES:
+        from transformers import AutoTokenizer
+
+        HANDLES[key] = AutoTokenizer.from_pretrained(spec["hub_id"])
+    fresh = copy.deepcopy(HANDLES[key])
+    if spec.get("pad_token") == "eos" and fresh.pad_token is None:
+        fresh.pad_token = fresh.eos_token
+    if spec.get("padding_side") in ("left", "right"):
+        fresh.padding_side = spec["padding_side"]
+    return fresh
 
 
 @contextlib.contextmanager
