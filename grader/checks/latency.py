@@ -23,10 +23,12 @@ from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
     cuda_misuse,
+    generated_anything,
     judge_synchronize,
     judge_timed_call,
     require_keys,
     retry_while_too_long,
+    warmup_before,
 )
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec
 from grader.replay import NotRecorded
@@ -378,12 +380,19 @@ def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
         events = outcome.generate_events()
         timed = events[-1]
         if params.expect == "warmup":
-            if len(events) < 2:
+            if warmup_before(events, timed) is None:
+                earlier = events[:-1]
+                why = (
+                    "calls model.generate only once"
+                    if not earlier
+                    else f"makes {len(earlier)} earlier generate call(s), but none generated a token on the same model "
+                    f"and device ({_earlier_calls(earlier)})"
+                )
                 return Verdict.failed(
-                    f"{call} calls model.generate only once, so the timed call pays the first call's one-time costs: "
-                    "run one brief generate before the timed one and do not time it.",
-                    expected="an untimed warm-up generate, then the timed generate",
-                    found="1 generate call",
+                    f"{call} {why}, so the timed call pays the first call's one-time costs: "
+                    "run one brief generate (at least one new token) on the same model before the timed one and do not time it.",
+                    expected="an untimed warm-up generate that produces tokens, then the timed generate",
+                    found=f"{len(events)} generate call(s), no real warm-up",
                 )
             continue
         latency = value["latency_s"]
@@ -421,6 +430,19 @@ def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
         "settings": f"{params.function} passes max_new_tokens and use_cache through, with the inputs on the model's device.",
     }
     return Verdict.passed(messages[params.expect])
+
+
+def _earlier_calls(events: list[dict[str, Any]]) -> str:
+    """How the generate calls before the timed one ended, for feedback."""
+    described = []
+    for event in events:
+        if event.get("error"):
+            described.append(f"one raised {str(event['error']).split(':')[0]}")
+        elif not generated_anything(event):
+            described.append("one generated no token")
+        else:
+            described.append(f"one ran a model on {event.get('model_device')} other than the timed one")
+    return "; ".join(described)
 
 
 def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: dict[str, Any], max_new_tokens: int) -> Verdict | None:
@@ -482,7 +504,9 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
     for base in bases:
         target = context.rng.randint(*params.targets)
         call = f"{params.function}(tokenizer, {base!r}, {target})"
-        prompt = context.returned(context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call)
+        prompt = context.returned(
+            context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call
+        )
         if not isinstance(prompt, str):
             return Verdict.failed(f"{call} should return a string, but it returned {kind_of(prompt)}.", found=kind_of(prompt))
         tokens = count(prompt)
@@ -622,14 +646,17 @@ def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[dict[str, Any
 
 def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool:
     """Whether the student's measure_generation itself ignores use_cache (charged in its own check)."""
-    key = f"measure-use-cache:{params.measure_function}:{params.model}"
+    # The probe's prompt and length are drawn from the hidden seed: a function cannot recognise it.
+    rng = context.rng_for("use-cache-probe")
+    prompt, max_new_tokens = rng.choice(params.base_texts), rng.randint(*params.tokens)
+    key = f"measure-use-cache:{params.measure_function}:{params.model}:{prompt}:{max_new_tokens}"
     if key not in context.memo:
         outcome = context.call(
             params.measure_function,
             model(model_spec(params.model, dtype="float32")),
             context.tokenizer(params.model),
-            literal("Hello there, how are you?"),
-            literal(4),
+            literal(prompt),
+            literal(max_new_tokens),
             literal(params.use_cache),
         )
         events = outcome.generate_events()

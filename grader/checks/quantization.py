@@ -751,7 +751,10 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     max_new_tokens = context.rng_for("edge").randint(*params.tokens)
     call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
     outcome = context.call(
-        params.function, model(model_spec(params.model, dtype="float32")), context.tokenizer(params.model), literal(max_new_tokens)
+        params.function,
+        model(model_spec(params.model, dtype="float32")),
+        context.tokenizer(params.model),
+        literal(max_new_tokens),
     )
     value = context.returned(outcome, call)
     if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):

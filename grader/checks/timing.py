@@ -183,6 +183,30 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
     return verdict
 
 
+def generated_anything(event: dict[str, Any]) -> bool:
+    """Whether a recorded generate call returned and produced at least one new token."""
+    if event.get("error"):
+        return False
+    counts = event.get("new_tokens")
+    if isinstance(counts, list) and counts:
+        return any(isinstance(count, int) and count > 0 for count in counts)
+    output, inputs = event.get("output_shape") or [], event.get("input_shape") or []
+    return bool(output) and bool(inputs) and output[-1] > inputs[-1]
+
+
+def warmup_before(events: list[dict[str, Any]], timed: dict[str, Any]) -> dict[str, Any] | None:
+    """The warm-up of ``timed``: an earlier generate that really generated tokens on the same model and device."""
+    for event in events:
+        if event is timed or float(event["end"]) > float(timed["start"]):
+            continue
+        same_model = event.get("model_serial") == timed.get("model_serial") and event.get("model_device") == timed.get(
+            "model_device"
+        )
+        if same_model and generated_anything(event):
+            return event
+    return None
+
+
 def judge_synchronize(outcome: CallOutcome, function: str) -> Verdict:
     """Whether ``torch.cuda.synchronize()`` ran before and after the call's last generate."""
     events = outcome.generate_events()

@@ -294,7 +294,7 @@ class Recorder:
         # Pacing (asked per call): slow the first generate of each new prompt, and every tokenizer
         # call, by pace_s seconds, so that a timer around a warm-up or a tokenization shows.
         self.pace_s = 0.0
-        self.paced_prompts: set[tuple[int, ...]] = set()
+        self.paced_prompts: set[tuple[Any, ...]] = set()
 
     def now(self) -> float:
         """Seconds since the runtime was installed (the clock of every event)."""
@@ -442,13 +442,20 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         RECORDER.current_generate = event
         event["start"] = RECORDER.now()
         try:
-            if RECORDER.pace_s and RECORDER.call is not None:
-                prompt = tuple(inputs.flatten().tolist()[:MAX_IDS]) if inputs is not None else ()
+            output = original(self, *args, **kwargs)
+            # Paced once per prompt, model and device, and only once a generate really produced
+            # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
+            # leaves the pacing to the timed call, where a timer shows it.
+            if RECORDER.pace_s and RECORDER.call is not None and _generated_tokens(output, inputs):
+                prompt = (
+                    event["model_serial"],
+                    event["model_device"],
+                    *(inputs.flatten().tolist()[:MAX_IDS] if inputs is not None else ()),
+                )
                 if prompt not in RECORDER.paced_prompts:
                     RECORDER.paced_prompts.add(prompt)
                     _sleep(RECORDER.pace_s)
                     event["paced_s"] = RECORDER.pace_s
-            output = original(self, *args, **kwargs)
         except BaseException as error:
             event["error"] = f"{type(error).__name__}: {error}"[:500]
             raise
@@ -470,6 +477,15 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     return generate
 
 
+def _generated_tokens(output: Any, inputs: Any) -> bool:
+    """Whether a generate call's output is longer than its prompt (it generated at least one token)."""
+    sequences = _sequences(output)
+    if sequences is None or not hasattr(sequences, "shape") or len(sequences.shape) != 2:
+        return False
+    prompt_length = int(inputs.shape[-1]) if inputs is not None and hasattr(inputs, "shape") else 0
+    return int(sequences.shape[-1]) > prompt_length
+
+
 def _effective_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """max_new_tokens and use_cache as generate will use them: keyword, else generation config."""
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
@@ -480,8 +496,23 @@ def _effective_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+# Not convert_tokens_to_ids: tokenizer.eos_token_id / pad_token_id call it, and passing those to
+# generate inside the timer is right.
+TOKENIZER_ENTRY_POINTS = (
+    "__call__",
+    "encode",
+    "encode_plus",
+    "batch_encode_plus",
+    "_encode_plus",
+    "_batch_encode_plus",
+    "tokenize",
+    "pad",
+    "apply_chat_template",
+)
+
+
 def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``PreTrainedTokenizerBase.__call__``: while a call is paced, record and slow each one."""
+    """Wrap a tokenizer entry point: while a call is paced, record and slow each outermost use."""
 
     @functools.wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -680,8 +711,17 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
     torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
     transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
-    tokenizer_base = transformers.PreTrainedTokenizerBase
-    tokenizer_base.__call__ = _instrumented_tokenizer_call(tokenizer_base.__call__)  # type: ignore[method-assign]
+    # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and
+    # on the classes that override them: however a timer surrounds tokenizing, it is paced once.
+    tokenizer_classes = [
+        transformers.PreTrainedTokenizerBase,
+        transformers.PreTrainedTokenizerFast,
+        transformers.PreTrainedTokenizer,
+    ]
+    for cls in tokenizer_classes:
+        for name in TOKENIZER_ENTRY_POINTS:
+            if name in vars(cls):
+                setattr(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 
