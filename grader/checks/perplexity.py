@@ -41,6 +41,10 @@ class LoaderParams(Params):
     model_id: str = Field("gpt2", description="The model id passed.")
     precision: str | None = Field("float32", description="The precision passed (null: the loader takes only the id).")
     function: str = Field("load_model_and_tokenizer", description="The student's function.")
+    more_ids: list[str] = Field(
+        default_factory=list,
+        description="Further model ids the loader is called with (same_id): a name hard-coded in the loader matches at most one.",
+    )
 
     @property
     def call_text(self) -> str:
@@ -81,20 +85,23 @@ def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Mod
 @check_kind("perplexity_loader", LoaderParams)
 def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
     """The loader: same id for model and tokenizer, eval mode on the right device, float32 on CPU."""
+    if params.expect == "same_id":
+        for model_id in [params.model_id, *params.more_ids]:
+            asked = params.model_copy(update={"model_id": model_id})
+            loaded_tokenizer, loaded_model = _loaded(context, asked)
+            names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
+            wrong = {part: name for part, name in names.items() if name != model_id}
+            if wrong:
+                found = ", ".join(f"{part} from {name!r}" for part, name in wrong.items())
+                return Verdict.failed(
+                    f"{asked.call_text} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
+                    "or the tokenizer's ids will not match the model's vocabulary.",
+                    expected=f"tokenizer and model from {model_id!r}",
+                    found=found,
+                )
+        return Verdict.passed(f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given.")
     loaded_tokenizer, loaded_model = _loaded(context, params)
     call = params.call_text
-    if params.expect == "same_id":
-        names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
-        wrong = {part: name for part, name in names.items() if name != params.model_id}
-        if wrong:
-            found = ", ".join(f"{part} from {name!r}" for part, name in wrong.items())
-            return Verdict.failed(
-                f"{call} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
-                "or the tokenizer's ids will not match the model's vocabulary.",
-                expected=f"tokenizer and model from {params.model_id!r}",
-                found=found,
-            )
-        return Verdict.passed(f"{call} loads the tokenizer and the model from the same id.")
     if params.expect == "eval_device":
         device = "cuda" if context.on_cuda else "cpu"
         problems = []
