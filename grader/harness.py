@@ -68,6 +68,10 @@ class CallOutcome:
         """The ``torch.cuda.synchronize`` calls made during this call."""
         return [event for event in self.events if event.get("type") == "synchronize"]
 
+    def returned_events(self, function: str) -> list[dict[str, Any]]:
+        """What the watched notebook ``function`` returned each time this call called it."""
+        return [event for event in self.events if event.get("type") == "returned" and event.get("function") == function]
+
     def figure_events(self) -> list[dict[str, Any]]:
         """The figures this call drew, showed or left open (when the call watched figures)."""
         return [event for event in self.events if event.get("type") == "figure"]
@@ -159,12 +163,14 @@ class Harness:
         keep_as: str | None = None,
         pace_s: float = 0.0,
         figures: bool = False,
+        watch: tuple[str, ...] = (),
     ) -> CallOutcome:
         """Call the student's ``function`` with arguments built from recipes.
 
         ``pace_s`` slows the first generate of each new prompt, and every tokenizer call, by that
         many seconds (recorded in their events), so a timer around a warm-up or a tokenization
-        shows in the latency. ``figures`` records what the call plots as ``figure`` events.
+        shows in the latency. ``figures`` records what the call plots as ``figure`` events; ``watch``
+        names notebook functions whose return values, while the call runs, become ``returned`` events.
         """
         request = {
             "op": "call",
@@ -174,6 +180,7 @@ class Harness:
             "keep_as": keep_as,
             "pace_s": pace_s,
             "figures": figures,
+            "watch": list(watch),
         }
         return self._ask(request, timeout_s)
 

@@ -171,6 +171,25 @@ def identify_assignment(notebook: Any, candidates: Sequence[tuple[str, Sequence[
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
+def section_cells(notebook: Any, heading: str) -> list[str]:
+    """The markdown cells of the section under the first heading containing ``heading`` (the heading's own cell first)."""
+    wanted = heading.casefold()
+    cells: list[str] = []
+    level: int | None = None
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            match = HEADING.match(line)
+            if match and level is None and wanted in match.group(2).casefold():
+                level = len(match.group(1))
+            elif match and level is not None and cells and len(match.group(1)) <= level:
+                return cells
+        if level is not None:
+            cells.append(cell.source)
+    return cells
+
+
 def markdown_section(notebook: Any, heading: str) -> str | None:
     """The markdown text under the first heading containing ``heading``, up to the next heading of
     the same or a higher level (code cells in between are skipped). None if there is no such heading."""

@@ -37,7 +37,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) ->
 
 def test_solution_gets_full_marks(graded: Path) -> None:
     solution = results(graded, "solution")
-    assert solution.score == solution.max_score == 24
+    assert solution.score == solution.max_score == 26
     assert {test.extra_data["outcome"] for test in solution.tests} == {"passed"}
     ptq = solution.by_id()["ptq-quantized"].output
     assert "MatMulInteger" in ptq and "DynamicQuantizeLinear" in ptq

@@ -169,10 +169,18 @@ class CheckContext:
         return self.harness
 
     def call(
-        self, function: str, *args: dict[str, Any], pace_s: float = 0.0, figures: bool = False, **kwargs: dict[str, Any]
+        self,
+        function: str,
+        *args: dict[str, Any],
+        pace_s: float = 0.0,
+        figures: bool = False,
+        watch: tuple[str, ...] = (),
+        **kwargs: dict[str, Any],
     ) -> CallOutcome:
         """Call the student's ``function`` in the kernel (arguments are recipes; see :meth:`Harness.call`)."""
-        return self.require_harness().call(function, list(args), kwargs, timeout_s=self.timeout_s, pace_s=pace_s, figures=figures)
+        return self.require_harness().call(
+            function, list(args), kwargs, timeout_s=self.timeout_s, pace_s=pace_s, figures=figures, watch=watch
+        )
 
     def returned(self, outcome: CallOutcome, what: str) -> Any:
         """The value a call returned, or stop the check with a message saying what went wrong."""

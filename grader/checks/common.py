@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
-from grader.notebook import markdown_section
+from grader.notebook import markdown_section, section_cells
 
 # A question title: a numbered item opening in bold ("1.  **Memory Scaling:**"), a whole line in
 # bold, or a markdown heading. Bullets are answers, not titles.
@@ -36,28 +37,53 @@ def _normalise(text: str) -> str:
     return " ".join(_words(text)).casefold()
 
 
+def _title(line: str) -> str | None:
+    """The question title a line opens (None for an ordinary line or a bold TODO)."""
+    match = QUESTION_TITLE.match(line)
+    if not match:
+        return None
+    title = (match.group("numbered") or match.group("bold") or match.group("heading") or "").strip()
+    return None if title.strip(" :").casefold() == "todo" else title
+
+
+def answer_blocks(section_text: str, question: str) -> list[str]:
+    """The text under each title naming ``question``, up to the next question title (a question may be answered again below)."""
+    blocks: list[list[str]] = []
+    inside = False
+    for line in section_text.splitlines():
+        title = _title(line)
+        if title is not None:
+            inside = question.casefold() in title.casefold()
+            if inside:
+                blocks.append([line[QUESTION_TITLE.match(line).end() :]])  # type: ignore[union-attr]
+            continue
+        if inside:
+            blocks[-1].append(line)
+    return ["\n".join(block) for block in blocks]
+
+
 def answer_block(section_text: str, question: str) -> str | None:
-    """The text under ``question``'s title up to the next question title (None if absent)."""
-    lines = section_text.splitlines()
-    start: int | None = None
-    block: list[str] = []
-    for line in lines:
-        match = QUESTION_TITLE.match(line)
-        if match:
-            title = (match.group("numbered") or match.group("bold") or match.group("heading") or "").strip()
-            if title.strip(" :").casefold() == "todo":
-                match = None
-        if match:
-            if start is not None:
-                break
-            if question.casefold() in title.casefold():
-                start = len(block)
-                remainder = line[match.end() :]
-                block.append(remainder)
-                continue
-        if start is not None:
-            block.append(line)
-    return "\n".join(block) if start is not None else None
+    """The text under ``question``'s first title up to the next question title (None if absent)."""
+    blocks = answer_blocks(section_text, question)
+    return blocks[0] if blocks else None
+
+
+def _without_placeholder(text: str) -> str:
+    """``text`` without the lines that still hold the starter's TODO placeholder."""
+    return "\n".join(line for line in text.splitlines() if not re.search(r"\bTODO\b", line))
+
+
+def _own_words(text: str, prompt: str) -> list[str]:
+    """The words of an answer, the starter's prompt text (copied back) removed."""
+    answer = _normalise(text)
+    if prompt:
+        answer = answer.replace(_normalise(prompt), " ").strip()
+    return answer.split()
+
+
+def loose_cells(notebook: Any, heading: str) -> list[str]:
+    """Markdown cells of a section after its first that hold no TODO: answers written in cells of their own."""
+    return [cell for cell in section_cells(notebook, heading)[1:] if not re.search(r"\bTODO\b", cell)]
 
 
 @check_kind("written_answer", WrittenAnswerParams, needs_kernel=False, graded_by="instructor")
@@ -70,24 +96,33 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             expected=f"a markdown section titled '{params.section}'",
             found="no such heading",
         )
-    block = answer_block(HTML_COMMENT.sub("", section), params.question)
-    if block is None:
+    section = HTML_COMMENT.sub("", section)
+    blocks = answer_blocks(section, params.question)
+    if not blocks:
         return Verdict.failed(
             f"No answer to '{params.question}' was found under '{params.section}': keep the question titles from the starter and write your answer below each.",
             expected=f"an answer under '{params.question}'",
             found="no such question title",
         )
-    text = block.strip()
-    if re.search(r"\bTODO\b", text):
+    # The first block under a title naming the question with words of the student's own (a TODO line left
+    # in place above an answer is not the answer).
+    answered = [text for text in (_without_placeholder(block).strip() for block in blocks) if _own_words(text, params.prompt)]
+    text = answered[0] if answered else ""
+    if not text:
+        # The answer may sit in a cell of its own below the questions (the TODO lines left in place):
+        # cells of the section with no TODO are read as the answer when they are long enough for
+        # every question the section asks.
+        loose = "\n\n".join(loose_cells(context.notebook, params.section)).strip()
+        questions = sum(1 for line in section.splitlines() if _title(line) and not line.lstrip().startswith("#"))
+        if len(_own_words(loose, params.prompt)) >= params.min_words * max(questions, 1):
+            text = loose
+    if not text and any(re.search(r"\bTODO\b", block) for block in blocks):
         return Verdict.failed(
             f"The answer to '{params.question}' still reads TODO: replace the placeholder with your own analysis.",
             expected="your written analysis",
             found="the starter's TODO placeholder",
         )
-    answer = _normalise(text)
-    if params.prompt:
-        answer = answer.replace(_normalise(params.prompt), " ").strip()
-    words = answer.split()
+    words = _own_words(text, params.prompt)
     if len(words) < params.min_words:
         return Verdict.failed(
             f"The answer to '{params.question}' has {len(words)} word{'s' if len(words) != 1 else ''} of your own; write at least {params.min_words}.",

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.labels import missing_scenarios
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
 from grader.checks.timing import (
     LatencyTolerance,
@@ -32,7 +33,7 @@ from grader.checks.timing import (
 )
 from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.quiet import quiet_libraries
-from grader.values import Frame, OnnxModel, is_number, kind_of
+from grader.values import Frame, OnnxModel, decode, is_number, kind_of
 
 QUANTIZED_FILE = "model_quantized.onnx"  # the file ORTQuantizer writes
 METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
@@ -801,23 +802,33 @@ TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
 class ControllerParams(Params):
     """A hidden run of the whole exercise."""
 
-    expect: Literal["table", "takeaways"] = Field(description="What this check judges.")
+    expect: Literal["table", "takeaways", "builder"] = Field(
+        description="What this check judges ('builder': the table build_results_table returned during the run)."
+    )
     function: str = Field("run_quantization_exercise", description="The student's function.")
+    table_function: str = Field("build_results_table", description="The student's function that builds the table.")
     model: str = Field("gpt2", description="Model id passed.")
     batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")
     tokens: list[int] = Field([6, 10], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     takeaways: list[int] = Field([3, 5], min_length=2, max_length=2, description="How many takeaways, at least and at most.")
 
 
-def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
+def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
     rng = context.rng_for("controller")
     sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
     max_new_tokens = rng.randint(*params.tokens)
     call = f"{params.function}({params.model!r}, batch_sizes={tuple(sizes)}, max_new_tokens={max_new_tokens})"
-    key = f"controller:{call}"
+    key = f"controller:{call}:{params.table_function}"
     if key not in context.memo:
-        context.memo[key] = context.call(params.function, literal(params.model), literal(sizes), literal(max_new_tokens))
-    value = context.returned(context.memo[key], call)
+        context.memo[key] = context.call(
+            params.function, literal(params.model), literal(sizes), literal(max_new_tokens), watch=(params.table_function,)
+        )
+    return sizes, call, context.memo[key]
+
+
+def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
+    sizes, call, outcome = _controller_call(context, params)
+    value = context.returned(outcome, call)
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Frame)):
         raise StopCheck(
             Verdict.failed(
@@ -829,9 +840,56 @@ def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[i
     return sizes, value[0], value[1]
 
 
+def _built_table(context: CheckContext, params: ControllerParams) -> tuple[list[int], Any]:
+    """What the table builder last returned during the controller's run (stop if it was never called)."""
+    sizes, call, outcome = _controller_call(context, params)
+    built = outcome.returned_events(params.table_function)
+    if not built:
+        context.returned(outcome, call)  # the controller's own failure, if any, says more
+        raise StopCheck(
+            Verdict.failed(
+                f"{call} never called {params.table_function}, so the table it builds could not be judged: "
+                f"build the results table with {params.table_function}(results).",
+                expected=f"{params.table_function} called by {params.function}",
+                found="not called",
+            )
+        )
+    return sizes, decode(built[-1]["value"])
+
+
+def judge_table(table: Any, sizes: list[int], who: str) -> Verdict | None:
+    """None if ``table`` holds every column and scenario (labels read by meaning); else the failed verdict."""
+    if not isinstance(table, Frame):
+        return Verdict.failed(f"{who} should return a pandas DataFrame, but it returned {kind_of(table)}.", found=kind_of(table))
+    missing = [column for column in TABLE_COLUMNS if column not in table.columns]
+    if missing:
+        return Verdict.failed(
+            f"The results table of {who} has no column {', '.join(missing)} (it has {', '.join(map(str, table.columns))}): "
+            "one table with a scenario column and the metrics in their units.",
+            expected=", ".join(TABLE_COLUMNS),
+            found=", ".join(map(str, table.columns)),
+        )
+    labels = list(table.column("scenario"))
+    absent = missing_scenarios(labels, sizes, SETTINGS)
+    if absent:
+        return Verdict.failed(
+            f"Run with batch sizes {sizes}, the results table of {who} has no row for {', '.join(absent)} "
+            f"(its scenarios: {', '.join(map(str, labels))}).",
+            expected="rows for baseline, quantized, every cache/padding setting and every batch size",
+            found=", ".join(map(str, labels)),
+        )
+    return None
+
+
 @check_kind("quantization_controller", ControllerParams)
 def quantization_controller(context: CheckContext, params: ControllerParams) -> Verdict:
     """The controller runs end to end in time: one table of every scenario with units, and 3 to 5 takeaways."""
+    if params.expect == "builder":
+        sizes, built = _built_table(context, params)
+        verdict = judge_table(built, sizes, params.table_function)
+        if verdict is not None:
+            return verdict
+        return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
     sizes, table, takeaways = _controller(context, params)
     if params.expect == "takeaways":
         low, high = params.takeaways
@@ -845,26 +903,13 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
                 found=kind_of(takeaways),
             )
         return Verdict.passed(f"The controller returns {len(items)} takeaways.")
-    missing = [column for column in TABLE_COLUMNS if column not in table.columns]
-    if missing:
-        return Verdict.failed(
-            f"The results table has no column {', '.join(missing)} (it has {', '.join(map(str, table.columns))}): one table with "
-            "a scenario column and the metrics in their units.",
-            expected=", ".join(TABLE_COLUMNS),
-            found=", ".join(map(str, table.columns)),
-        )
-    scenarios = [str(s).casefold() for s in table.column("scenario")]
-    wanted = {
-        "baseline": r"baseline",
-        "quantized": r"quantiz|int8",
-        "use_cache=False": r"cache\W*(=|:)?\s*(false|off)|no[ _-]?cache",
-        **{f"batch_size={size}": rf"batch\D*{size}\b" for size in sizes},
-    }
-    absent = [name for name, pattern in wanted.items() if not any(re.search(pattern, s) for s in scenarios)]
-    if absent:
-        return Verdict.failed(
-            f"Run with batch sizes {sizes}, the results table has no row for {', '.join(absent)} (scenarios: {scenarios}).",
-            expected=", ".join(wanted),
-            found=", ".join(scenarios),
-        )
-    return Verdict.passed(f"The results table holds every scenario ({len(scenarios)} rows) with {', '.join(TABLE_COLUMNS)}.")
+    verdict = judge_table(table, sizes, params.function)
+    if verdict is not None:
+        built = _controller_call(context, params)[2].returned_events(params.table_function)
+        if built and decode(built[-1]["value"]) == table:
+            return Verdict.passed(
+                f"{params.function} returns the table {params.table_function} built; what that table lacks is charged "
+                f"in {params.table_function}'s own check."
+            )
+        return verdict
+    return Verdict.passed(f"The results table holds every scenario ({table.length} rows) with {', '.join(TABLE_COLUMNS)}.")

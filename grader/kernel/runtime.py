@@ -877,7 +877,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     RECORDER.paced_prompts = set()
     result: dict[str, Any] = {"status": "returned"}
     watching = _watch_figures() if request.get("figures") else contextlib.nullcontext()
-    with _capture() as captured, watching:
+    with _capture() as captured, watching, _watch_functions(namespace, request.get("watch") or []):
         started = _perf_counter()
         start_clock = RECORDER.now()
         try:
@@ -909,6 +909,35 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     RECORDER.call = None
     RECORDER.pace_s = 0.0
     return result
+
+
+@contextlib.contextmanager
+def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[None]:
+    """While a call runs, record what each named notebook function returns, as ``returned`` events."""
+    originals = {name: namespace[name] for name in names if callable(namespace.get(name))}
+
+    def watched(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value = original(*args, **kwargs)
+            event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now()}
+            try:
+                event["value"] = describe(value)
+            except Exception as error:  # describing hostile objects must not break the student's call
+                event["value"] = {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}
+            RECORDER.record(event)
+            return value
+
+        return wrapper
+
+    for name, original in originals.items():
+        namespace[name] = watched(name, original)
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            if namespace.get(name) is not original:
+                namespace[name] = original
 
 
 def _signature_text(function: Any) -> str:

@@ -1,0 +1,84 @@
+"""Reading what a student's label means, where the starter fixes no wording.
+
+A results table's ``scenario`` column may read ``use_cache=False,padding=left``, ``KV cache
+disabled, left padding``, ``no cache / left`` or ``batch of 4``: a careful human reads them all
+the same way, and so does :func:`read_scenario`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NEGATION = re.compile(r"(?<![\w])(?:false|off|disabled?|no|none|without|w/o|0|✗|❌|not)(?![\w])")
+_CACHE = re.compile(r"(?:kv[\s_-]*)?cache|use[\s_-]*cache")
+_BATCH = (
+    re.compile(r"\b(?:batch(?:[\s_-]*size)?|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
+    re.compile(r"\b(\d+)\s*[-_ ]?(?:prompts|samples|sequences|seqs)\b"),
+    re.compile(r"\bbatch(?:ed)?[\s_-]*(?:x|×)?\s*(\d+)\b"),
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What one label of a results table says it measured (None: the label does not say)."""
+
+    baseline: bool = False
+    quantized: bool = False
+    use_cache: bool | None = None
+    padding: str | None = None
+    batch_size: int | None = None
+
+
+def _words(label: str) -> str:
+    return " " + re.sub(r"[,;|/()\[\]{}+]", " , ", label.casefold()) + " "
+
+
+def _cache_setting(text: str) -> bool | None:
+    """use_cache as the label states it: negated (no cache, cache off, KV cache disabled) or not."""
+    for clause in text.split(","):
+        match = _CACHE.search(clause)
+        if not match:
+            continue
+        if re.search(r"no[\s_-]?(?:kv[\s_-]*)?cache", clause):
+            return False
+        return not _NEGATION.search(clause.replace("=", " = "))
+    return None
+
+
+def read_scenario(label: object) -> Scenario:
+    """The scenario a label names: baseline, quantized, a cache/padding setting, a batch size."""
+    text = _words(str(label))
+    padding = None
+    if re.search(r"\bleft\b", text):
+        padding = "left"
+    elif re.search(r"\bright\b", text):
+        padding = "right"
+    batch_size = None
+    for pattern in _BATCH:
+        match = pattern.search(text)
+        if match:
+            batch_size = int(match.group(1))
+            break
+    return Scenario(
+        baseline=bool(re.search(r"baseline|\bfp32\b|float32|pytorch|original|unquantized|non[\s-]?quantized", text)),
+        quantized=bool(re.search(r"(?<!un)(?<!non[\s-])(?<!non)quantiz|\bint8\b|\bonnx\b|\bptq\b|8[\s-]?bit", text)),
+        use_cache=_cache_setting(text),
+        padding=padding,
+        batch_size=batch_size,
+    )
+
+
+def missing_scenarios(labels: list[object], batch_sizes: list[int], settings: tuple[tuple[bool, str], ...]) -> list[str]:
+    """Which scenarios no label names: baseline, quantized, each cache/padding setting, each batch size."""
+    read = [read_scenario(label) for label in labels]
+    wanted: dict[str, bool] = {
+        "baseline": any(s.baseline for s in read),
+        "quantized": any(s.quantized for s in read),
+        **{
+            f"use_cache={use_cache},padding={side}": any(s.use_cache is use_cache and s.padding == side for s in read)
+            for use_cache, side in settings
+        },
+        **{f"batch_size={size}": any(s.batch_size == size for s in read) for size in batch_sizes},
+    }
+    return [name for name, present in wanted.items() if not present]
