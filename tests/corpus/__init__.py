@@ -1,0 +1,35 @@
+"""Notebooks written independently of the course's own solutions, from the seeds and the starters.
+
+Each ``tests/corpus/<assignment>/`` holds at least eight correct notebooks (``correct-*.ipynb``), each
+written as a different student would, and honest variants of every named sample mistake
+(``mistake-<sample>--<variant>.ipynb``: the same mistake spelled another way); ``manifest.json``
+says what each one is. ``build/`` keeps the scripts their authors built them with (not run by tests).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).resolve().parent
+
+
+def manifest(assignment: str) -> dict[str, dict[str, Any]]:
+    """What each notebook of an assignment's corpus is: correct, or which sample mistake it spells."""
+    entries: dict[str, dict[str, Any]] = json.loads((CORPUS / assignment / "manifest.json").read_text(encoding="utf-8"))
+    return entries
+
+
+def correct(assignment: str) -> list[str]:
+    """Submission ids of the correct notebooks."""
+    return sorted(name.removesuffix(".ipynb") for name, entry in manifest(assignment).items() if entry["kind"] == "correct")
+
+
+def variants(assignment: str) -> dict[str, str]:
+    """Submission id of each mistake variant -> the sample mistake it spells."""
+    return {
+        name.removesuffix(".ipynb"): entry["mistake"]
+        for name, entry in sorted(manifest(assignment).items())
+        if entry["kind"] == "mistake"
+    }
