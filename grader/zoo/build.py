@@ -10,7 +10,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,9 +20,15 @@ from grader.errors import ZooError
 from grader.quiet import quiet_libraries
 
 # Bump when the build procedure changes in a way that changes the files it writes.
-ZOO_FORMAT = 1
+ZOO_FORMAT = 2
 EOS_TOKEN = "<|endoftext|>"
 CORPUS_PATH = Path(__file__).with_name("corpus.txt")
+# The tokenizer is trained on English word frequencies (wordfreq's "best" English list) as well as
+# the corpus, so that common words are one token as in GPT-2 and ordinary prompts have about as many
+# tokens as GPT-2 gives them (a 400-token English prompt fits the 1,024 positions, as with GPT-2).
+VOCAB_SIZE = 8192
+TOKENIZER_WORDS = 20_000  # the most frequent English words the tokenizer learns from
+TOKENIZER_SCALE = 200_000  # occurrences per unit of frequency: ~200k words of training text
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class TinyModel:
     # causal-mask buffer, which memory checks rely on.
     n_positions: int = 1024
     seed: int = 0
-    steps: int = 80
+    steps: int = 160
     learning_rate: float = 3e-3
     row_tokens: int = 48
 
@@ -86,6 +92,8 @@ class ModelZoo:
             "torch": importlib.metadata.version("torch").split("+")[0],
             "transformers": importlib.metadata.version("transformers"),
             "tokenizers": importlib.metadata.version("tokenizers"),
+            "wordfreq": importlib.metadata.version("wordfreq"),
+            "tokenizer": [VOCAB_SIZE, TOKENIZER_WORDS, TOKENIZER_SCALE],
         }
         digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
         return digest[:16]
@@ -182,7 +190,9 @@ def _build_into(staging: Path, models: tuple[TinyModel, ...], corpus_path: Path)
 
     documents = read_documents(corpus_path)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(documents, vocab_size=1024, min_frequency=2, special_tokens=[EOS_TOKEN], show_progress=False)
+    bpe.train_from_iterator(
+        _tokenizer_text(documents), vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=[EOS_TOKEN], show_progress=False
+    )
     tokenizer_files = staging / "tokenizer-files"
     tokenizer_files.mkdir()
     bpe.save_model(str(tokenizer_files))
@@ -215,6 +225,32 @@ def _build_into(staging: Path, models: tuple[TinyModel, ...], corpus_path: Path)
     shutil.rmtree(staging / "built")
     shutil.rmtree(tokenizer_files)
     return manifest
+
+
+def _tokenizer_text(documents: list[str]) -> Iterator[str]:
+    """Text the byte-level BPE learns from: the corpus, and English words as often as English uses them.
+
+    Each word comes lower-case after a space (mid-sentence), and capitalised both after a space and
+    at the start of a line (a sentence's or a prompt's first word), so "The", " capital", " France"
+    and "Hello" are single tokens as in GPT-2. Deterministic: the same list gives the same merges.
+    """
+    import re
+
+    from wordfreq import get_frequency_dict
+
+    frequencies = get_frequency_dict("en", wordlist="best")
+    words = sorted(
+        (item for item in frequencies.items() if re.fullmatch(r"[a-z]+(?:'[a-z]+)?", item[0])),
+        key=lambda item: (-item[1], item[0]),
+    )[:TOKENIZER_WORDS]
+    for _ in range(50):
+        yield from documents
+    for word, frequency in words:
+        count = max(2, round(frequency * TOKENIZER_SCALE))
+        capitalised = word.capitalize()
+        yield " ".join([word] * count)
+        yield " ".join([capitalised] * max(2, count // 4))
+        yield "\n".join([capitalised] * max(2, count // 4))
 
 
 def _training_rows(tokenizer: object, documents: list[str], row_tokens: int) -> list[list[int]]:
