@@ -39,8 +39,8 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
         (SOLUTION_GENERATE, "    model.generate(**inputs, max_new_tokens=max_new_tokens)  # warm-up run\n" + SOLUTION_GENERATE),
         (SOLUTION_INT8, '"load_args": {"load_in_8bit": True, "device_map": device_map}},'),
         (
-            "    *   The footprint fell from 4.19 MB",
-            "    *   It got smaller.\n\n<!-- The footprint fell from 4.19 MB",
+            "    *   The footprint fell from 8.01 MB",
+            "    *   It got smaller.\n\n<!-- The footprint fell from 8.01 MB",
         ),
         ("the 4x and 8x the bit widths suggest.", "the 4x and 8x the bit widths suggest. -->"),
     ],

@@ -105,7 +105,7 @@ def test_hidden_checks_are_after_published_and_out_of_the_student_page(graded: P
 def test_feedback_explains_the_lost_points_with_hint_and_link(graded: Path) -> None:
     page = (graded / "mistake-memory-no-buffers" / "feedback.html").read_text()
     assert "leaves out the model&#39;s buffers" in page
-    assert "Expected" in page and "4.194 MB" in page
+    assert "Expected" in page and "8.014 MB" in page
     assert "https://discuss.pytorch.org/t/finding-model-size/130275" in page
     assert "Hint:" in page
 
@@ -115,7 +115,7 @@ def test_class_summary_lists_everyone_and_the_answers_to_grade(graded: Path, roo
     for notebook in (root / "submissions" / "ptq-bnb").glob("*.ipynb"):
         assert f'href="{notebook.stem}/feedback-instructor.html"' in page
     assert "Written answers to grade by hand" in page
-    assert "The footprint fell from 4.19 MB" in page  # the solution's written answer
+    assert "The footprint fell from 8.01 MB" in page  # the solution's written answer
     with (graded / "grades.csv").open() as stream:
         rows = {row["submission"]: row for row in csv.DictReader(stream)}
     assert rows["solution"]["score"] == "25" and rows["solution"]["status"] == "needs-manual-grading"

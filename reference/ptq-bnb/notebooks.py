@@ -257,7 +257,7 @@ QUESTIONS = [
     (
         "Memory Scaling",
         "Describe how the model's memory footprint scaled as you reduced precision. Quantify the reductions.",
-        "The footprint fell from 4.19 MB in FP32 to 2.72 MB with INT8 (-35%) and 2.54 MB with NF4 or FP4 (-40%). "
+        "The footprint fell from 8.01 MB in FP32 to 4.63 MB with INT8 (-42%) and 4.44 MB with NF4 or FP4 (-45%). "
         "Only the linear (Conv1D) weights of the transformer blocks are quantized: INT8 stores one byte per weight instead "
         "of four, and NF4/FP4 pack two weights per byte. The embeddings are kept in 16-bit and the 2 MB of attention-mask "
         "buffers are untouched, so the whole model shrinks far less than the 4x and 8x the bit widths suggest.",
