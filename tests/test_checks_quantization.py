@@ -3,7 +3,7 @@
 The samples under submissions/quantization cover one mistake each (tests/test_samples_quantization.py);
 these bundles cover the other checks. A timer around the warm-up is charged once, in measure_generation's
 check, although the ablation built on it reports the same latencies; a perplexity function that drops a
-model makes the controller fail too, and the test says so.
+model makes the controller (and so the table it would have built) fail too, and the test says so.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ EXPECTED_LOSSES = {
         "measure-tokens",
         "ptq-generates",
         "ablation-keys",
-        "results-table",
+        "build-results-table",
         "batching-rows",
     },
     "warmup-timed-one-batch-base2": {"measure-latency", "batching-sizes", "ppx-exp"},
-    "ppx-first-model-ablation-ms": {"ppx-quantized", "results-table", "takeaways", "ablation-keys"},
+    "ppx-first-model-ablation-ms": {"ppx-quantized", "build-results-table", "results-table", "takeaways", "ablation-keys"},
 }
 
 
@@ -121,8 +121,10 @@ def test_ablation_keys_are_spelled_as_asked(bundles) -> None:
 
 
 def test_the_table_needs_every_scenario_and_batching_every_column(bundles) -> None:
-    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "results-table")
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "build-results-table")
     assert result == "failed" and "has no row for quantized" in message
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "results-table")
+    assert result == "passed" and "charged in build_results_table's own check" in message
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-rows")
     assert result == "failed" and "no column latency_per_sample_s" in message
     assert outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-throughput")[0] == "passed"
@@ -154,6 +156,8 @@ def test_every_model_is_evaluated(bundles) -> None:
     assert outcome(bundles, "ppx-first-model-ablation-ms", "ppx-exp")[0] == "passed"
     result, message = outcome(bundles, "ppx-first-model-ablation-ms", "results-table")
     assert result == "error" and "KeyError" in message
+    result, message = outcome(bundles, "ppx-first-model-ablation-ms", "build-results-table")
+    assert result == "error" and "KeyError" in message  # the controller raised before the table was built
 
 
 def test_each_setting_reports_its_own_calls_metrics(bundles) -> None:
