@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.contract import results
+import pytest
+
+from tests.contract import results, run_grade
+from tests.corpus import CORPUS, correct, variants
 
 
 def assert_full_marks(out: Path, submission: str) -> None:
@@ -26,3 +31,32 @@ def assert_loses_the_samples_points(out: Path, submission: str, expected: set[st
     assert set(lost) == expected, f"{submission}: lost {lost}, expected {sorted(expected)}"
     for check_id in expected:
         assert result.by_id()[check_id].status == "failed"
+
+
+def corpus_tests(assignment: str, mistakes: dict[str, tuple[set[str], str]]) -> tuple[Callable[..., Any], ...]:
+    """The fixture and tests of one assignment's corpus module: one `grade` run, then a test per notebook.
+
+    Each assignment has a module of its own (tests/test_corpus_<assignment>.py), so that xdist's
+    ``--dist loadfile`` grades the four corpora on different workers.
+    """
+
+    @pytest.fixture(scope="module")
+    def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
+        """Grade the assignment's whole corpus in one run."""
+        out: Path = tmp_path_factory.mktemp(f"corpus-{assignment}")
+        run_grade(str(CORPUS / assignment), "--out", str(out), cwd=root)
+        return out
+
+    @pytest.mark.parametrize("submission", correct(assignment))
+    def test_correct_notebook_keeps_every_point(graded: Path, submission: str) -> None:
+        assert_full_marks(graded, submission)
+
+    @pytest.mark.parametrize("submission", sorted(variants(assignment)))
+    def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
+        assert_loses_the_samples_points(graded, submission, mistakes[variants(assignment)[submission]][0])
+
+    def test_the_corpus_is_big_enough() -> None:
+        assert len(correct(assignment)) >= 8
+        assert set(variants(assignment).values()) == set(mistakes)
+
+    return graded, test_correct_notebook_keeps_every_point, test_variant_loses_its_samples_points, test_the_corpus_is_big_enough
