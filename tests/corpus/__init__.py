@@ -26,6 +26,12 @@ def correct(assignment: str) -> list[str]:
     return sorted(name.removesuffix(".ipynb") for name, entry in manifest(assignment).items() if entry["kind"] == "correct")
 
 
+def also_loses(assignment: str, submission: str) -> set[str]:
+    """Checks a variant loses beyond its sample's, because its spelling of the mistake also reaches another
+    reported value (the manifest says why, check by check)."""
+    return set(manifest(assignment)[f"{submission}.ipynb"].get("also_loses", {}))
+
+
 def variants(assignment: str) -> dict[str, str]:
     """Submission id of each mistake variant -> the sample mistake it spells."""
     return {
