@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.corpus import CORPUS, also_loses, correct, variants  # noqa: E402
-from tests.corpus_checks import assert_full_marks, assert_loses_the_samples_points  # noqa: E402
+from tests.corpus_checks import assert_full_marks, assert_loses_the_samples_points, assert_written_answers_rejected  # noqa: E402
+
+WRITTEN = {"ptq-bnb": {"mistake-analysis-todo": {f"analysis-{part}" for part in ("memory", "latency", "quality", "tradeoffs")}}}
 
 ASSIGNMENTS = ("latency", "perplexity", "ptq-bnb", "quantization")
 
@@ -52,6 +54,8 @@ def check(assignment: str, seed: int, out: Path) -> tuple[int, int, list[str]]:
         try:
             if mistake is None:
                 assert_full_marks(out, name)
+            elif mistake in WRITTEN.get(assignment, {}):
+                assert_written_answers_rejected(out, name, WRITTEN[assignment][mistake])
             else:
                 assert_loses_the_samples_points(out, name, mistakes[mistake][0] | also_loses(assignment, name))
         except AssertionError as error:

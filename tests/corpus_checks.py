@@ -33,9 +33,19 @@ def assert_loses_the_samples_points(out: Path, submission: str, expected: set[st
         assert result.by_id()[check_id].status == "failed"
 
 
-def corpus_tests(assignment: str, mistakes: dict[str, tuple[set[str], str]]) -> tuple[Callable[..., Any], ...]:
+def assert_written_answers_rejected(out: Path, submission: str, checks: set[str]) -> None:
+    """A written-answer mistake: those checks fail (they carry no automatic points), nothing else is lost."""
+    result = results(out, submission)
+    assert {check_id for check_id in checks if result.by_id()[check_id].extra_data["outcome"] == "failed"} == checks
+    assert not result.losing(), f"{submission}: lost {sorted(result.losing())}"
+
+
+def corpus_tests(
+    assignment: str, mistakes: dict[str, tuple[set[str], str]], written: dict[str, set[str]] | None = None
+) -> tuple[Callable[..., Any], ...]:
     """The fixture and tests of one assignment's corpus module: one `grade` run, then a test per notebook.
 
+    ``written`` names the sample mistakes that lie in written answers, with the checks that must reject them.
     Each assignment has a module of its own (tests/test_corpus_<assignment>.py), so that xdist's
     ``--dist loadfile`` grades the four corpora on different workers.
     """
@@ -53,11 +63,14 @@ def corpus_tests(assignment: str, mistakes: dict[str, tuple[set[str], str]]) -> 
 
     @pytest.mark.parametrize("submission", sorted(variants(assignment)))
     def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
-        expected = mistakes[variants(assignment)[submission]][0] | also_loses(assignment, submission)
-        assert_loses_the_samples_points(graded, submission, expected)
+        mistake = variants(assignment)[submission]
+        if written and mistake in written:
+            assert_written_answers_rejected(graded, submission, written[mistake])
+            return
+        assert_loses_the_samples_points(graded, submission, mistakes[mistake][0] | also_loses(assignment, submission))
 
     def test_the_corpus_is_big_enough() -> None:
         assert len(correct(assignment)) >= 8
-        assert set(variants(assignment).values()) == set(mistakes)
+        assert set(variants(assignment).values()) == set(mistakes) | set(written or {})
 
     return graded, test_correct_notebook_keeps_every_point, test_variant_loses_its_samples_points, test_the_corpus_is_big_enough

@@ -11,5 +11,9 @@ from tests.corpus_checks import corpus_tests
 from tests.test_samples_ptq_bnb import MISTAKES
 
 graded, test_correct_notebook_keeps_every_point, test_variant_loses_its_samples_points, test_the_corpus_is_big_enough = (
-    corpus_tests("ptq-bnb", MISTAKES)
+    corpus_tests(
+        "ptq-bnb",
+        MISTAKES,
+        {"mistake-analysis-todo": {f"analysis-{part}" for part in ("memory", "latency", "quality", "tradeoffs")}},
+    )
 )
