@@ -380,7 +380,8 @@ def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
 def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation: warm-up, latency of the timed generate, new tokens, settings passed through."""
     if params.expect == "synchronize":
-        outcome, _ = _measure(context, params, params.prompts[0], params.tokens[0], True, device="cuda")
+        rng = context.rng_for("measure-cuda")
+        outcome, _ = _measure(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), True, device="cuda")
         return judge_synchronize(outcome, params.function)
     for prompt, max_new_tokens, use_cache, outcome, value in measured_calls(context, params):
         call = _describe_call(prompt, max_new_tokens, use_cache)

@@ -547,5 +547,6 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
 @check_kind("generation_synchronize", TimingParams)
 def generation_synchronize(context: CheckContext, params: TimingParams) -> Verdict:
     """On CUDA, time_generation synchronises before and after the generate call."""
-    outcome, _ = _timing_call(context, params, params.prompts[0], params.tokens[0], device="cuda")
+    rng = context.rng_for("timing-cuda")
+    outcome, _ = _timing_call(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), device="cuda")
     return judge_synchronize(outcome, params.function)
