@@ -733,17 +733,37 @@ class EdgeParams(Params):
     repetitive_share: float = Field(0.25, gt=0, lt=1, description="Distinct tokens / tokens at most this is repetitive.")
 
 
-def edge_kind(ids: list[int], text: str, params: EdgeParams) -> str | None:
-    """The edge kind a prompt is (multi-line before long before repetitive), or None."""
+def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
+    """Every edge kind a prompt can stand for (a long repetitive prompt is both long and repetitive)."""
+    kinds = set()
     if "\n" in text.strip():
-        return "multi-line"
+        kinds.add("multi-line")
     if len(ids) >= params.long_tokens:
-        return "very long"
+        kinds.add("very long")
     if len(ids) >= 8 and len(set(ids)) <= params.repetitive_share * len(ids):
-        return "repetitive"
+        kinds.add("repetitive")
     if len(ids) <= params.short_tokens:
-        return "very short"
-    return None
+        kinds.add("very short")
+    return kinds
+
+
+def assign_kinds(prompts: list[set[str]], wanted: tuple[str, ...]) -> dict[str, int]:
+    """The most edge kinds covered with each prompt standing for one kind: kind -> prompt index."""
+    best: dict[str, int] = {}
+
+    def extend(index: int, chosen: dict[str, int]) -> None:
+        nonlocal best
+        if len(chosen) > len(best):
+            best = dict(chosen)
+        if index == len(prompts) or len(best) == len(wanted):
+            return
+        for kind in sorted(prompts[index]):
+            if kind in wanted and kind not in chosen:
+                extend(index + 1, {**chosen, kind: index})
+        extend(index + 1, chosen)
+
+    extend(0, {})
+    return best
 
 
 @check_kind("edge_prompts", EdgeParams)
@@ -767,12 +787,14 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     for name, metrics in value.items():
         _metrics_dict(metrics, f"the edge prompt {name!r}", SETTING_METRICS)
     reference_tokenizer = context.models.tokenizer(params.model)
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for event in timed_calls(outcome):
-        ids = list(event.get("input_ids") or [])
-        kind = edge_kind(ids, reference_tokenizer.decode(ids, skip_special_tokens=True), params)
-        if kind is not None:
-            kinds.setdefault(kind, []).append(event)
+    timed = timed_calls(outcome)[:12]
+    traits = [
+        edge_kinds(
+            list(e.get("input_ids") or []), reference_tokenizer.decode(e.get("input_ids") or [], skip_special_tokens=True), params
+        )
+        for e in timed
+    ]
+    kinds = {kind: [timed[index]] for kind, index in assign_kinds(traits, EDGE_KINDS).items()}
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
     if missing:
         return Verdict.failed(
