@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import SEED
 
+# What only an instructor's grader talks about: a student's self-check never shows these.
+INSTRUCTOR_WORDS = ("Sandbox", "sandbox", "as root", "Errno", "namespace", "kernel uid", "unprivileged")
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 Format = Literal["text", "simple_format", "html", "md", "ansi"]
 
