@@ -6,7 +6,6 @@ process, as a student's laptop would.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from nbclient import NotebookClient
 
 from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.zoo import ModelZoo
-from tests.contract import INSTRUCTOR_WORDS
+from tests.contract import INSTRUCTOR_WORDS, GradescopeResults
 
 HIDDEN = "5 hidden checks worth 12 points"  # perplexity's hidden checks, counted, never named
 
@@ -37,7 +36,10 @@ def grade_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def outcomes(path: Path) -> dict[str, str]:
     """Check id -> outcome, from the results.json `grade check --json` wrote."""
-    return {test["extra_data"]["check_id"]: test["extra_data"]["outcome"] for test in json.loads(path.read_text())["tests"]}
+    return {
+        check_id: test.extra_data["outcome"]
+        for check_id, test in GradescopeResults.model_validate_json(path.read_text()).by_id().items()
+    }
 
 
 @pytest.fixture(scope="module")
