@@ -408,9 +408,15 @@ def ensure_writable(folder: Path) -> None:
             pass
     except OSError as error:
         user = _current_user()
+        if not hasattr(os, "getuid"):
+            fix = ""
+        elif Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+            # Docker creates a missing mounted folder owned by root: the host's folder needs the chown.
+            fix = f" (in a container: create the host folder mounted here and `chown {os.getuid()}` it before starting)"
+        else:
+            fix = f" (e.g. `chown {os.getuid()} {folder}`)"
         raise UsageError(
-            f"cannot write the output folder {folder} ({error.strerror or error}): it must be writable by {user}"
-            + (f" (e.g. `mkdir -p {folder} && chown {os.getuid()} {folder}`)" if hasattr(os, "getuid") else "")
+            f"cannot write the output folder {folder} ({error.strerror or error}): it must be writable by {user}{fix}"
         ) from error
 
 
