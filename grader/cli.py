@@ -91,8 +91,8 @@ def main() -> None:
     "json_out",
     metavar="FILE",
     type=click.Path(allow_dash=True, dir_okay=False, path_type=Path),
-    help="Also write the results as JSON to FILE ('-': standard output): one submission's results.json, "
-    "or an object of them by submission id.",
+    help="Also write the results as JSON to FILE ('-': standard output): when exactly one submission was graded, "
+    "its results.json; otherwise an object of results.json documents keyed by submission id.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the summary table.")
 def run(

@@ -147,3 +147,22 @@ def test_a_submission_on_stdin_gives_its_results_json_on_stdout(root: Path, tmp_
     results = GradescopeResults.model_validate(json.loads(completed.stdout))
     assert results.losing() == {"tokens-hidden"}
     assert (tmp_path / "out" / "stdin" / "results.json").exists()
+
+
+def test_setup_sh_installs_the_grader_and_its_models_then_run_autograder_grades_with_them(
+    source: Path, tmp_path: Path, root: Path
+) -> None:
+    """setup.sh's install steps as far as this machine allows: Python is already new enough (no apt),
+    torch comes from pip's configured index (no PyTorch index: only the package registries are
+    reachable here); then the copied run_autograder grades with what setup.sh installed, nothing else."""
+    notebook = (root / "submissions" / "perplexity" / "mistake-batch-means.ipynb").read_bytes()
+    autograder = gradescope_root(tmp_path, source, {"nb.ipynb": notebook})
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("GRADER_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update(AUTOGRADER_ROOT=str(autograder), TORCH_INDEX_URL="", PATH=f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}")
+    setup = subprocess.run(["bash", "source/setup.sh"], cwd=autograder, env=env, capture_output=True, text=True, timeout=1500)
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-3000:]
+    assert (autograder / "venv" / "bin" / "grade").exists() and (autograder / "zoo").is_dir()
+    completed = subprocess.run(["./run_autograder"], env=env, cwd=autograder, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0 and f"python {autograder / 'venv' / 'bin' / 'python'}" in completed.stdout, completed.stdout
+    results = GradescopeResults.model_validate(json.loads((autograder / "results" / "results.json").read_text()))
+    assert results.losing() == {"loss-public", "loss-hidden"} and results.max_score == 20
