@@ -256,7 +256,7 @@ def summary_markdown(result: SubmissionResult) -> str:
     errors = [problem for problem in result.cell_problems if problem.kind in ("error", "timeout", "kernel-died")]
     if errors:
         lines = [
-            f"**{len(errors)} cell{'' if len(errors) == 1 else 's'} of your notebook failed** (fix these first: later checks depend on them):"
+            f"**{len(errors)} cell{'' if len(errors) == 1 else 's'} of your notebook failed** (a failing cell can make later cells and checks fail too):"
         ]
         for problem in errors[:10]:
             where = f"Cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "Notebook"
