@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -36,6 +37,9 @@ def main() -> None:
     exports; `grade gradescope` packages an assignment's autograder for Gradescope; `grade check`
     runs the public checks on a student's own notebook; `grade build-student-kit` packages them.
     """
+    from grader.quiet import quiet_library_defaults
+
+    quiet_library_defaults()
 
 
 @main.command("run", context_settings=CONTEXT)
@@ -87,8 +91,8 @@ def main() -> None:
     "json_out",
     metavar="FILE",
     type=click.Path(allow_dash=True, dir_okay=False, path_type=Path),
-    help="Also write the results as JSON to FILE ('-': standard output): one submission's results.json, "
-    "or an object of them by submission id.",
+    help="Also write the results as JSON to FILE ('-': standard output): when exactly one submission was graded, "
+    "its results.json; otherwise an object of results.json documents keyed by submission id.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the summary table.")
 def run(
@@ -137,7 +141,7 @@ def run(
     for notice in outcome.notices:
         console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
     to_stdout = json_out is not None and str(json_out) == "-"
-    Console(stderr=to_stdout).print(_summary_table(outcome.results, out_dir))
+    Console(stderr=to_stdout, width=_report_width(to_stdout)).print(_summary_table(outcome.results, out_dir))
     if json_out is not None:
         from grader.results import gradescope_json
 
@@ -332,6 +336,7 @@ def _grade(
     from grader.submissions import find_submissions
     from grader.zoo import ModelZoo
 
+    ensure_writable(out_dir)
     course = Course(find_course_root(course_dir), load_registry())
     if assignment is not None:
         course.assignment(assignment)
@@ -375,15 +380,69 @@ def _grade(
     return outcome
 
 
+def _by_hand(result: SubmissionResult) -> str:
+    """The points an instructor still has to grade by hand ('3 pts to grade'), never read as points awarded."""
+    if not result.manual_max:
+        return "–"
+    if not result.manual_points:
+        return "nothing written"
+    return f"{result.manual_points:g} pt{'' if result.manual_points == 1 else 's'} to grade"
+
+
+def _report_width(stderr: bool) -> int | None:
+    """The summary table's width: the terminal's, else (a log, a pipe) $COLUMNS or 160, not Rich's 80."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return None
+    try:
+        return max(80, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 160
+
+
+def ensure_writable(folder: Path) -> None:
+    """Create the output folder if needed and prove this user can write in it, or fail in one line saying who must."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        user = _current_user()
+        if not hasattr(os, "getuid"):
+            fix = ""
+        elif Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+            # Docker creates a missing mounted folder owned by root: the host's folder needs the chown.
+            fix = f" (in a container: create the host folder mounted here and `chown {os.getuid()}` it before starting)"
+        else:
+            fix = f" (e.g. `chown {os.getuid()} {folder}`)"
+        raise UsageError(
+            f"cannot write the output folder {folder} ({error.strerror or error}): it must be writable by {user}{fix}"
+        ) from error
+
+
+def _current_user() -> str:
+    """This process's user, as 'uid 1000 (grader)', or its name where there are no uids."""
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError, ImportError):  # a uid with no name (a container's --user 1234)
+        name = ""
+    if hasattr(os, "getuid"):
+        return f"uid {os.getuid()}" + (f" ({name})" if name else "")
+    return name or "this user"
+
+
 def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
     from grader.render import problems_summary
 
     table = Table(title=f"Results in {out_dir}/ (summary.html, grades.csv)", title_justify="left")
-    table.add_column("Submission", overflow="fold")
-    table.add_column("Assignment")
-    table.add_column("Score", justify="right")
-    table.add_column("By hand", justify="right")
-    table.add_column("Notes")
+    # Ids and scores are never broken mid-word; the notes wrap between words.
+    table.add_column("Submission", no_wrap=True)
+    table.add_column("Assignment", no_wrap=True)
+    table.add_column("Score", justify="right", no_wrap=True)
+    table.add_column("By hand", justify="right", no_wrap=True)
+    table.add_column("Notes", ratio=1)
     for result in results:
         if result.error:
             table.add_row(result.submission_id, result.assignment or "?", "–", "–", f"[red]not graded:[/] {escape(result.error)}")
@@ -406,7 +465,7 @@ def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
             result.submission_id,
             result.assignment or "?",
             f"{result.score:g} / {result.max_score:g}",
-            f"{result.manual_points:g} / {result.manual_max:g}" if result.manual_max else "–",
+            _by_hand(result),
             notes or "[green]full marks[/]",
         )
     return table

@@ -45,6 +45,20 @@ def strip_ansi(text: str) -> str:
     return ANSI_ESCAPE.sub("", text)
 
 
+def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str = sys.platform) -> dict[str, str]:
+    """How the grader reaches a kernel.
+
+    IPC sockets when the kernel is in its own network namespace (they cross it; TCP on loopback
+    does not) and wherever a sandbox is used on a POSIX system. TCP on loopback on Windows, whose
+    ZeroMQ has no IPC transport, and for unsandboxed kernels (a student's self-check) everywhere,
+    so that the path Windows takes is the one every platform runs and tests.
+    """
+    namespaced = sandbox is not None and sandbox.isolation.namespaces != "none"
+    if namespaced or (sandbox is not None and not platform.startswith("win")):
+        return {"transport": "ipc", "ip": str(sockets / "kernel")}
+    return {"transport": "tcp", "ip": "127.0.0.1"}
+
+
 @dataclass(frozen=True)
 class CellProblem:
     """Something that went wrong in one cell of the student's notebook."""
@@ -201,6 +215,10 @@ class KernelSession:
             # One statement line ending in None: imported, nothing displayed, no name bound.
             line = "; ".join(f"__import__({module!r})" for module in self.preload) + "; None"
             argv.append(f"--IPKernelApp.exec_lines={json.dumps([line])}")
+        transport = kernel_transport(self.sandbox, sockets)
+        if transport["transport"] == "tcp":
+            # ipykernel warns that TCP is unencrypted; this kernel listens on loopback for its own grader only.
+            argv.append("--IPKernelApp.log_level=ERROR")
         env = {**self.env, "HOME": str(home), "TMPDIR": str(home)}
         if self.sandbox is not None:
             argv = self._sandboxed(argv, env, self.sandbox, owned=(home, sockets, self.workdir), given=connection_file)
@@ -215,8 +233,7 @@ class KernelSession:
         self._km = AsyncKernelManager(
             kernel_name=KERNEL_NAME,
             kernel_spec_manager=spec_manager,
-            transport="ipc",  # works across network namespaces, unlike TCP on loopback
-            ip=str(sockets / "kernel"),
+            **transport,
             connection_file=str(connection_file),
         )
         placeholder = nbformat.v4.new_notebook()

@@ -6,7 +6,8 @@ this grader, and builds the tiny model zoo into the image), ``run_autograder`` (
 runs per submission), the grader's source and the one assignment's course files.
 
 ``python -m grader.gradescope --root ROOT`` grades the notebook in ``ROOT/submission`` and writes
-``ROOT/results/results.json`` in Gradescope's schema (hidden checks ``after_published``). Whatever
+``ROOT/results/results.json`` in Gradescope's schema (hidden checks ``after_published``), with a
+debug log on stdout (Gradescope shows it to instructors only). Whatever
 fails (no notebook, a broken course, a grader bug) it still writes a valid results.json saying
 what happened, and exits 0, so Gradescope shows the student that message rather than its own.
 The root is ``/autograder`` on Gradescope; tests pass a temporary folder laid out the same way.
@@ -21,51 +22,73 @@ import tempfile
 import time
 import traceback
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from grader import __version__
-from grader.results import write_atomically
+from grader.results import SubmissionResult, write_atomically
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder image (Ubuntu 22.04 or 24.04 base).
-# It installs Python 3.11 or newer, the CPU build of torch, this grader, and builds the tiny
-# model zoo into the image, so that grading needs no network.
+# Gradescope runs this once, as root, when it builds the autograder image (Ubuntu 22.04 or 24.04
+# base), with this zip unpacked in /autograder/source. It installs Python 3.11 or newer (only
+# when the image's is older), the CPU build of torch, this grader, and builds the tiny model zoo
+# into the image, so that grading needs no network.
+# AUTOGRADER_ROOT (default /autograder) and TORCH_INDEX_URL (default: PyTorch's CPU wheels;
+# empty: pip's own index) let it be tried outside Gradescope.
 set -euo pipefail
-cd /autograder/source
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev build-essential >/dev/null
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
-    apt-get install -y -qq --no-install-recommends software-properties-common >/dev/null
-    add-apt-repository -y ppa:deadsnakes/ppa
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$ROOT/source"
+TORCH_INDEX_URL="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
+cd "$SOURCE"
+python_ok() { command -v python3 >/dev/null && python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+if ! python_ok; then
+    export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv python3.11-dev >/dev/null
-    ln -sf "$(command -v python3.11)" /usr/local/bin/python3
-}
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q --upgrade pip
-/autograder/venv/bin/pip install -q "torch==$(sed -n 's/^torch==//p' grader-src/constraints.txt)" \\
-    --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install -q -c grader-src/constraints.txt ./grader-src
-GRADER_CACHE_DIR=/autograder/zoo /autograder/venv/bin/python -c \\
+    apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev build-essential >/dev/null
+    if ! python_ok; then
+        apt-get install -y -qq --no-install-recommends software-properties-common >/dev/null
+        add-apt-repository -y ppa:deadsnakes/ppa
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv python3.11-dev >/dev/null
+        ln -sf "$(command -v python3.11)" /usr/local/bin/python3
+    fi
+fi
+python3 -m venv "$ROOT/venv"
+"$ROOT/venv/bin/pip" install -q --upgrade pip
+torch="torch==$(sed -n 's/^torch==//p' grader-src/constraints.txt)"
+if [ -n "$TORCH_INDEX_URL" ]; then
+    "$ROOT/venv/bin/pip" install -q "$torch" --index-url "$TORCH_INDEX_URL"
+else
+    "$ROOT/venv/bin/pip" install -q "$torch"
+fi
+"$ROOT/venv/bin/pip" install -q -c grader-src/constraints.txt ./grader-src
+GRADER_CACHE_DIR="$ROOT/zoo" "$ROOT/venv/bin/python" -c \\
     'from grader.zoo import ModelZoo; ModelZoo().ensure_built()'
+echo "setup.sh: the grader is installed in $ROOT/venv and its tiny models in $ROOT/zoo"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for each submission: grade ROOT/submission, write ROOT/results/results.json.
-# AUTOGRADER_ROOT and GRADER_PYTHON let tests run it against a folder laid out like /autograder.
+# Gradescope copies this file to /autograder/run_autograder and runs that copy, from
+# /autograder, for each submission: it grades /autograder/submission and writes
+# /autograder/results/results.json. Everything it needs is found under the root (the zip is
+# unpacked in ROOT/source), never next to this file.
+# AUTOGRADER_ROOT (default /autograder), GRADER_PYTHON and GRADER_CACHE_DIR let tests run it
+# against a folder laid out like /autograder.
 set -uo pipefail
-HERE="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-PYTHON="${{GRADER_PYTHON:-/autograder/venv/bin/python}}"
-export GRADER_CACHE_DIR="${{GRADER_CACHE_DIR:-/autograder/zoo}}"
-export PYTHONPATH="$HERE/grader-src${{PYTHONPATH:+:$PYTHONPATH}}"
-"$PYTHON" -m grader.gradescope --root "$ROOT" --course "$HERE/course" --assignment {assignment}
+SOURCE="$ROOT/source"
+PYTHON="${{GRADER_PYTHON:-$ROOT/venv/bin/python}}"
+export GRADER_CACHE_DIR="${{GRADER_CACHE_DIR:-$ROOT/zoo}}"
+export PYTHONPATH="$SOURCE/grader-src${{PYTHONPATH:+:$PYTHONPATH}}"
+echo "run_autograder: root $ROOT, source $SOURCE, python $PYTHON, models $GRADER_CACHE_DIR"
+cd "$ROOT" || exit 0
+"$PYTHON" -m grader.gradescope --root "$ROOT" --course "$SOURCE/course" --assignment {assignment}
 status=$?
 if [ ! -s "$ROOT/results/results.json" ]; then
+    echo "run_autograder: the grader exited with status $status and wrote no results.json"
     mkdir -p "$ROOT/results"
     printf '%s\\n' '{{"score": 0, "output": "The autograder could not start (exit status '"$status"'); please tell your instructor.", "tests": []}}' \\
         > "$ROOT/results/results.json"
@@ -129,6 +152,7 @@ def failure_results(message: str, started: float, details: str = "") -> dict[str
         "score": 0,
         "execution_time": round(time.monotonic() - started, 3),
         "output": message,
+        "output_format": "md",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": [],
@@ -154,19 +178,28 @@ def pick_notebook(submission: Path, assignment: str) -> tuple[Path | None, str]:
     return chosen, f"The submission holds {len(notebooks)} notebooks: {chosen.relative_to(submission)} was graded ({others} not)."
 
 
-def run(root: Path, course_root: Path, assignment: str) -> dict[str, Any]:
-    """Grade ``root/submission``; the results.json payload, whatever happens."""
+def debug_log(line: str) -> None:
+    """One line of the instructor's debug log: Gradescope shows run_autograder's stdout to instructors only."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+def run(root: Path, course_root: Path, assignment: str, log: Callable[[str], None] = debug_log) -> dict[str, Any]:
+    """Grade ``root/submission``; the results.json payload, whatever happens (``log`` gets the debug log)."""
     started = time.monotonic()
     submission = root / "submission"
+    log(f"grader {__version__}, assignment {assignment}, course {course_root}")
     try:
+        files = sorted(str(path.relative_to(submission)) for path in submission.rglob("*") if path.is_file())
+        log(f"submission: {len(files)} file(s): {', '.join(files[:20]) or '(none)'}")
         notebook, note = pick_notebook(submission, assignment)
         if notebook is None:
-            found = sorted(str(path.relative_to(submission)) for path in submission.rglob("*") if path.is_file())[:20]
+            log("no notebook to grade")
             return failure_results(
                 "Your submission holds no Jupyter notebook (.ipynb): upload your notebook file"
-                + (f" (found: {', '.join(found)})." if found else " (the submission is empty)."),
+                + (f" (found: {', '.join(files[:20])})." if files else " (the submission is empty)."),
                 started,
             )
+        log(f"grading {notebook.relative_to(submission)}" + (f" ({note})" if note else ""))
         from grader.checks import load_registry
         from grader.course import Course
         from grader.grading import Grader, GradingSettings
@@ -177,21 +210,39 @@ def run(root: Path, course_root: Path, assignment: str) -> dict[str, Any]:
         course.assignment(assignment)  # a broken course is the autograder's failure, not the student's
         zoo = ModelZoo()
         zoo.ensure_built()
+        log(f"models: {zoo.root}")
         # The kernel sees neither the results folder nor the submission (it gets a copy).
         hidden = (str(root / "results"), str(submission))
         with Grader(course, zoo, GradingSettings(warm_kernels=False, hidden_paths=hidden)) as grader:
             result = grader.grade(notebook, notebook.stem, assignment)
+        _log_result(result, log)
         payload = gradescope_json(result)
         if note:
-            payload["output"] = f"{note} {payload['output']}"
+            payload["output"] = f"{note}\n\n{payload['output']}"
         return payload
     except BaseException as error:  # the student must get a results.json, whatever broke
+        details = traceback.format_exc()
+        log(f"the autograder failed:\n{details}")
         return failure_results(
             f"The autograder failed on this submission ({type(error).__name__}: {error}); your score is not final. "
             "Please tell your instructor.",
             started,
-            traceback.format_exc(),
+            details,
         )
+
+
+def _log_result(result: SubmissionResult, log: Callable[[str], None]) -> None:
+    """What the instructor needs to debug a result: its score, each check, each cell problem, the notes."""
+    if result.error:
+        log(f"not graded: {result.error}")
+    log(f"score {result.score:g} / {result.max_score:g} in {result.duration_s:.1f} s (seed {result.provenance.get('seed')})")
+    for check in result.checks:
+        log(f"  {check.outcome:<8} {check.score:g}/{check.points:g} {check.check_id} [{check.visibility}]: {check.message}")
+    for problem in result.cell_problems:
+        where = f"cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "notebook"
+        log(f"  {where} {problem.kind}: {problem.message}" + (f"\n{problem.traceback}" if problem.traceback else ""))
+    for note in result.notes:
+        log(f"  note: {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", required=True, help="the assignment this autograder grades")
     args = parser.parse_args(argv)
     payload = run(args.root, args.course, args.assignment)
-    write_atomically(args.root / "results" / "results.json", json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    target = args.root / "results" / "results.json"
+    write_atomically(target, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    debug_log(f"wrote {target}: score {payload['score']:g}, {len(payload['tests'])} test(s)")
     return 0
 
 

@@ -57,6 +57,10 @@ class GradingSettings:
     public_only: bool = False  # a student's self-check: hidden checks are counted, not run
     targets: tuple[str, ...] = ()  # run only the checks of these functions or variables (empty: all)
     record_reference: bool = False  # keep the reference side's results (for a student kit)
+    sandbox: bool = True  # isolate kernels (a student's self-check runs their own code as them, on any OS)
+
+
+UNSANDBOXED_NOTE = "Your notebook ran as an ordinary program on this computer, as it does in Jupyter."
 
 
 class Grader:
@@ -69,7 +73,7 @@ class Grader:
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self.models = ReferenceModels(zoo)
         self._references: dict[str, ReferenceSide] = {}
-        self.sandbox = self._sandbox_policy()
+        self.sandbox = self._sandbox_policy() if settings.sandbox else None
         self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox)
 
     def close(self) -> None:
@@ -149,7 +153,7 @@ class Grader:
             identification = self.identify(notebook)
             assignment_name = identification.assignment
             notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
-        notes.append(self.sandbox.isolation.summary)
+        notes.append(self.sandbox.isolation.summary if self.sandbox is not None else UNSANDBOXED_NOTE)
         assignment = self.course.assignment(assignment_name)
         reference = self._reference(assignment)
         notes += self._self_check_notes(assignment, reference)

@@ -46,7 +46,9 @@ not sufficient.
 
 ## Install (once)
 
-Python 3.11 or newer. In this folder:
+Python 3.11 or newer, on Linux, macOS or Windows. Your notebook runs as an ordinary program
+on your computer, as it does in Jupyter (the instructor's grader also isolates it; that does
+not change the verdicts). In this folder:
 
 ```bash
 python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e .

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,25 +75,38 @@ def check(target: str | None = None, path: str | os.PathLike[str] | None = None,
         display({"text/plain": str(error), "text/html": f"<p><strong>{html.escape(str(error))}</strong></p>"}, raw=True)
         return
     print(f"Checking the saved file {notebook.name} in a fresh kernel: save the notebook first, unsaved edits are not seen.")
-    with tempfile.TemporaryDirectory(prefix="llm-grader-check-") as scratch:
-        page = Path(scratch) / "feedback.html"
-        command = [sys.executable, "-m", "grader", "check", str(notebook), "--html", str(page)]
-        command += ["--only", target] if target else []
-        command += ["--assignment", assignment] if assignment else []
-        # Plain text: Jupyter's kernels force colours on (FORCE_COLOR), which would put escape codes and a spinner here.
-        environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE", "MPLBACKEND")}
-        environ.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120"})
-        completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=SELF_CHECK_TIMEOUT_S, env=environ, cwd=notebook.parent
-        )
-        table = completed.stdout.strip()
-        if not page.exists():
-            message = (completed.stderr.strip().splitlines() or ["the self-check did not run"])[-1]
-            display({"text/plain": f"{table}\n{message}".strip(), "text/html": f"<pre>{html.escape(message)}</pre>"}, raw=True)
-            return
-        frame = (
-            f'<iframe title="Self-check of {html.escape(notebook.name)}" srcdoc="{html.escape(page.read_text(encoding="utf-8"))}" '
-            'style="width: 100%; height: 640px; border: 1px solid #d0d7de; border-radius: 6px;" '
-            "onload=\"this.style.height = (this.contentWindow.document.body.scrollHeight + 40) + 'px'\"></iframe>"
-        )
-        display({"text/plain": table, "text/html": frame}, raw=True)
+    page = feedback_page_path(notebook)
+    command = [sys.executable, "-m", "grader", "check", str(notebook), "--html", str(page)]
+    command += ["--only", target] if target else []
+    command += ["--assignment", assignment] if assignment else []
+    # Plain text: Jupyter's kernels force colours on (FORCE_COLOR), which would put escape codes and a spinner here.
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE", "MPLBACKEND")}
+    environ.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120"})
+    started = time.time()
+    completed = subprocess.run(
+        command, capture_output=True, text=True, timeout=SELF_CHECK_TIMEOUT_S, env=environ, cwd=notebook.parent
+    )
+    table = completed.stdout.strip()
+    if not page.exists() or page.stat().st_mtime < started - 1:
+        message = (completed.stderr.strip().splitlines() or ["the self-check did not run"])[-1]
+        display({"text/plain": f"{table}\n{message}".strip(), "text/html": f"<pre>{html.escape(message)}</pre>"}, raw=True)
+        return
+    # Jupyter opens a link relative to the notebook in its own file viewer.
+    href = page.name if page.parent == notebook.parent else page.as_uri()
+    link = f'<p>The same page is saved as <a href="{html.escape(href)}" target="_blank">{html.escape(str(page))}</a>.</p>'
+    frame = (
+        f'<iframe title="Self-check of {html.escape(notebook.name)}" srcdoc="{html.escape(page.read_text(encoding="utf-8"))}" '
+        'style="width: 100%; height: 640px; border: 1px solid #d0d7de; border-radius: 6px;" '
+        "onload=\"this.style.height = (this.contentWindow.document.body.scrollHeight + 40) + 'px'\"></iframe>"
+    )
+    display({"text/plain": table, "text/html": link + frame}, raw=True)
+
+
+def feedback_page_path(notebook: Path) -> Path:
+    """Where check() saves the feedback page: next to the notebook, or in the temporary folder if that is read-only."""
+    page = notebook.with_name(f"{notebook.stem}-feedback.html")
+    if os.access(notebook.parent, os.W_OK) and (not page.exists() or os.access(page, os.W_OK)):
+        return page
+    folder = Path(tempfile.gettempdir()) / "llm-grader-check"
+    folder.mkdir(exist_ok=True)
+    return folder / page.name

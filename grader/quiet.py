@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Iterator
 
@@ -24,3 +25,16 @@ def quiet_libraries() -> Iterator[None]:
         finally:
             for logger, level in zip(loggers, levels, strict=True):
                 logger.setLevel(level)
+
+
+def quiet_library_defaults() -> None:
+    """Show only the ML libraries' errors in the grader's own process and its workers (never its kernels).
+
+    Transformers and Optimum set their loggers' level when first imported, from
+    ``TRANSFORMERS_VERBOSITY``; an import inside :func:`quiet_libraries` would otherwise reset it
+    and let lines such as Optimum's "Found different candidate ONNX initializers" through.
+    Kernels do not inherit it (their environment is an allow-list).
+    """
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.ERROR)

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,16 @@ class SubmissionResult:
         return sum(check.points for check in self.checks if check.automatic)
 
     @property
+    def public_score(self) -> float:
+        """Points awarded automatically by the public checks (what a student may see before publication)."""
+        return sum(check.score for check in self.checks if check.automatic and check.visibility == "public")
+
+    @property
+    def public_max_score(self) -> float:
+        """Points the public automatic checks could award here."""
+        return sum(check.points for check in self.checks if check.automatic and check.visibility == "public")
+
+    @property
     def manual_points(self) -> float:
         """Points awaiting an instructor's grading by hand (answers that were written)."""
         return sum(check.points for check in self.checks if check.pending)
@@ -127,47 +138,48 @@ class SubmissionResult:
 
 
 def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
-    """The result in Gradescope's results.json schema (hidden checks: ``after_published``)."""
-    tests = []
+    """The result in Gradescope's results.json schema (hidden checks: ``after_published``).
+
+    Only the keys of Gradescope's documented schema are used; everything else goes in
+    ``extra_data``. Outputs are Markdown (``output_format: md``). A check that could not run
+    here (a GPU-only check on a CPU grader) is not a Gradescope test: Gradescope would show its
+    0 / 0 as passed. It is listed in the top-level output and kept in ``extra_data.not_run``.
+    """
+    tests: list[dict[str, Any]] = []
+    not_run: list[dict[str, Any]] = []
     for check in result.checks:
-        lines = [check.message]
-        if check.expected is not None and check.outcome not in ("passed", "manual"):
-            lines.append(f"Expected: {check.expected}")
-        if check.found is not None and check.outcome not in ("passed", "manual"):
-            lines.append(f"Found: {check.found}")
-        if check.hint and check.outcome in ("failed", "error"):
-            lines.append(f"Hint: {check.hint}")
-        lines += [f"Docs: {link}" for link in check.docs] if check.outcome in ("failed", "error") else []
-        tests.append(
-            {
-                "name": check.name,
-                # Instructor-graded and skipped checks carry no autograder points: the course's
-                # manual questions (or a GPU run) award them.
-                "score": round(check.score, 4) if check.automatic else 0,
-                "max_score": round(check.points, 4) if check.automatic else 0,
-                "status": "passed" if check.outcome in ("passed", "manual", "skipped") else "failed",
-                "output": "\n".join(lines),
-                "tags": [check.target, check.check_id],
-                "visibility": GRADESCOPE_VISIBILITY[check.visibility],
-                "extra_data": {
-                    "outcome": check.outcome,
-                    "graded_by": check.graded_by,
-                    "check_id": check.check_id,
-                    "kind": check.kind,
-                    "device": check.device,
-                    "points": check.points,
-                    **({"answer": check.answer} if check.answer is not None else {}),
-                    **({"details": list(check.details)} if check.details else {}),
-                    **({"data": dict(check.data)} if check.data else {}),
-                },
-            }
-        )
-    output = _summary_output(result)
+        test: dict[str, Any] = {
+            "name": check.name,
+            # Instructor-graded checks carry no autograder points: the course's manual questions award them.
+            "score": round(check.score, 4) if check.automatic else 0,
+            "max_score": round(check.points, 4) if check.automatic else 0,
+            "status": "passed" if check.outcome in ("passed", "manual") else "failed",
+            "output": _check_output(check),
+            "output_format": "md",
+            "tags": [check.target, check.check_id],
+            "visibility": GRADESCOPE_VISIBILITY[check.visibility],
+            "extra_data": {
+                "outcome": check.outcome,
+                "graded_by": check.graded_by,
+                "check_id": check.check_id,
+                "kind": check.kind,
+                "device": check.device,
+                "points": check.points,
+                **({"answer": check.answer} if check.answer is not None else {}),
+                **({"details": list(check.details)} if check.details else {}),
+                **({"data": dict(check.data)} if check.data else {}),
+            },
+        }
+        if check.outcome == "skipped":
+            del test["status"], test["output_format"]
+            not_run.append(test)
+        else:
+            tests.append(test)
     return {
         "score": round(result.score, 4),
-        "max_score": round(result.max_score, 4),
         "execution_time": round(result.duration_s, 3),
-        "output": output,
+        "output": summary_markdown(result),
+        "output_format": "md",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -176,9 +188,13 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "source": result.source,
             "assignment": result.assignment,
             "error": result.error,
+            "max_score": round(result.max_score, 4),
+            "public_score": round(result.public_score, 4),
+            "public_max_score": round(result.public_max_score, 4),
             "manual_points_pending": result.manual_points,
             "manual_points_max": result.manual_max,
             "skipped_points": result.skipped_points,
+            "not_run": not_run,
             "notes": list(result.notes),
             "cell_problems": [
                 {"cell": problem.cell_index + 1, "kind": problem.kind, "message": problem.message, "traceback": problem.traceback}
@@ -190,26 +206,87 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
     }
 
 
-def _summary_output(result: SubmissionResult) -> str:
+def markdown_text(text: str) -> str:
+    """``text`` for a Markdown output: messages already mark code with backticks, so only '<' is escaped.
+
+    (Gradescope sanitises HTML anyway; escaping '<' keeps 'loss < 1' from reading as a tag.)
+    """
+    return text.replace("<", "\\<")
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as an inline code span (fenced by more backticks than it holds)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{padding}{text}{padding}{fence}"
+
+
+def _check_output(check: CheckResult) -> str:
+    """A check's Gradescope output, in Markdown: the verdict, what was expected and found, a hint and links."""
+    paragraphs = [markdown_text(check.message)]
+    if check.outcome in ("failed", "error"):
+        if check.expected is not None:
+            paragraphs.append(f"**Expected:** {markdown_code(check.expected)}")
+        if check.found is not None:
+            paragraphs.append(f"**Found:** {markdown_code(check.found)}")
+        if check.hint:
+            paragraphs.append(f"**Hint:** {markdown_text(check.hint)}")
+        if check.docs:
+            paragraphs.append("**Read:** " + " · ".join(f"[{markdown_text(link)}]({link})" for link in check.docs))
+    return "\n\n".join(paragraphs)
+
+
+def summary_markdown(result: SubmissionResult) -> str:
+    """The top-level output students read on Gradescope, in Markdown.
+
+    It states the public checks' score only: Gradescope does not show students their total
+    while hidden tests are hidden, and this text must not reveal it either.
+    """
     if result.error:
-        return f"This notebook could not be graded: {result.error}"
-    lines = [f"Automatic score: {result.score:g} / {result.max_score:g}."]
-    if result.manual_max:
-        lines.append(
-            f"Your written answers ({result.manual_max:g} points) are graded by hand by your instructor"
-            + (
-                f"; {result.manual_max - result.manual_points:g} of those points are lost to missing answers."
-                if result.manual_points < result.manual_max
-                else "."
-            )
+        return f"**This notebook could not be graded:** {markdown_text(result.error)}"
+    paragraphs = [f"**Public checks: {result.public_score:g} / {result.public_max_score:g} points.**"]
+    hidden = [check for check in result.checks if check.visibility == "hidden" and check.automatic]
+    if hidden:
+        hidden_points = sum(check.points for check in hidden)
+        paragraphs[0] += (
+            f" {len(hidden)} hidden check{'' if len(hidden) == 1 else 's'} ({hidden_points:g} points) ran on inputs drawn at grading time;"
+            " their results, and your total, are shown when your instructor publishes the grades."
         )
-    if result.skipped_points:
-        points = f"{result.skipped_points:g} point{'' if result.skipped_points == 1 else 's'}"
-        lines.append(f"{points} need a GPU and were not graded on this machine.")
-    errors = [p for p in result.cell_problems if p.kind in ("error", "timeout", "kernel-died")]
+    errors = [problem for problem in result.cell_problems if problem.kind in ("error", "timeout", "kernel-died")]
     if errors:
-        lines.append(f"{len(errors)} cell(s) of your notebook raised an error or timed out; see the feedback.")
-    return " ".join(lines)
+        lines = [
+            f"**{len(errors)} cell{'' if len(errors) == 1 else 's'} of your notebook failed** (a failing cell can make later cells and checks fail too):"
+        ]
+        for problem in errors[:10]:
+            where = f"Cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "Notebook"
+            first = (problem.message.strip().splitlines() or [problem.kind])[-1]
+            lines.append(f"- {where}: {markdown_code(first[:300])}")
+        if len(errors) > 10:
+            lines.append(f"- and {len(errors) - 10} more")
+        paragraphs.append("\n".join(lines))
+    failing = [check for check in result.visible_checks("student") if check.outcome in ("failed", "error")]
+    if failing:
+        paragraphs.append(
+            "**Failing public checks:** "
+            + ", ".join(f"{markdown_text(check.name)} ({check.score:g} / {check.points:g})" for check in failing)
+            + ". Each check below says what was expected, what was found, and what to read."
+        )
+    if result.manual_max:
+        missing = result.manual_max - result.manual_points
+        paragraphs.append(
+            f"Your written answers ({result.manual_max:g} points) are graded by hand by your instructor"
+            + (f"; {missing:g} of those points are lost to missing answers." if missing else ".")
+        )
+    skipped = [check for check in result.checks if check.outcome == "skipped" and check.visibility == "public"]
+    if result.skipped_points:
+        names = ", ".join(markdown_text(check.name) for check in skipped)
+        points = f"{result.skipped_points:g} point{'' if result.skipped_points == 1 else 's'}"
+        paragraphs.append(
+            f"**Not graded here:** {points} {'needs' if result.skipped_points == 1 else 'need'} a GPU, which this grader does not have"
+            + (f" ({names})." if names else ".")
+        )
+    return "\n\n".join(paragraphs)
 
 
 def write_atomically(path: Path, text: str) -> None:

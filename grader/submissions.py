@@ -129,8 +129,10 @@ def find_submissions(
         where = ", ".join(str(given) for given in inputs)
         verb = "holds" if len(inputs) == 1 else "hold"
         message = f"{where} {verb} no .ipynb notebooks (give a notebook, a folder of notebooks or a zip of them)"
-        if notices:
-            message += ":\n" + "\n".join(f"  - {notice}" for notice in notices)
+        # The notices that only repeat "X holds no .ipynb notebooks" add nothing to this message.
+        news = [notice for notice in notices if not any(notice == f"{given} holds no .ipynb notebooks" for given in inputs)]
+        if news:
+            message += ":\n" + "\n".join(f"  - {notice}" for notice in news)
         raise UsageError(message)
     notebooks.sort(key=lambda notebook: (notebook.source, notebook.relative.parts))
     if layout == "auto":

@@ -14,37 +14,53 @@ from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import SEED
 
+# What only an instructor's grader talks about: a student's self-check never shows these.
+INSTRUCTOR_WORDS = ("Sandbox", "sandbox", "as root", "Errno", "namespace", "kernel uid", "unprivileged")
+Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+Format = Literal["text", "simple_format", "html", "md", "ansi"]
+
 
 class GradescopeTest(BaseModel):
-    """One test of Gradescope's results.json, as this grader writes it."""
+    """One test of Gradescope's results.json: only the keys Gradescope documents
+    (https://gradescope-autograders.readthedocs.io/en/latest/specs/#output-format)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     score: float
     max_score: float
-    status: Literal["passed", "failed"]
+    status: Literal["passed", "failed"] | None = None  # documented as optional; left out only for a check not run
     output: str
+    output_format: Format | None = None
     tags: list[str]
-    visibility: Literal["visible", "hidden", "after_due_date", "after_published"]
+    visibility: Visibility
     extra_data: dict[str, Any]
 
 
 class GradescopeResults(BaseModel):
-    """Gradescope's results.json, top level."""
+    """Gradescope's results.json, top level: only the keys Gradescope documents."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     score: float
-    max_score: float | None = None  # left out when the autograder itself failed: Gradescope uses the assignment's
     execution_time: float
     output: str
-    visibility: str
-    stdout_visibility: str
+    output_format: Format
+    visibility: Visibility
+    stdout_visibility: Visibility
     tests: list[GradescopeTest]
     extra_data: dict[str, Any]
 
+    @property
+    def max_score(self) -> float:
+        """The points the tests could award (Gradescope takes the assignment's total from the tests)."""
+        return sum(test.max_score for test in self.tests)
+
+    def not_run(self) -> list[GradescopeTest]:
+        """Checks that could not run here (GPU-only on a CPU grader): kept out of ``tests``, in ``extra_data``."""
+        return [GradescopeTest.model_validate(test) for test in self.extra_data.get("not_run", [])]
+
     def by_id(self) -> dict[str, GradescopeTest]:
-        """Tests by check id."""
-        return {test.extra_data["check_id"]: test for test in self.tests}
+        """Every check by id: Gradescope's tests and the checks not run here."""
+        return {test.extra_data["check_id"]: test for test in [*self.tests, *self.not_run()]}
 
     def losing(self) -> set[str]:
         """Ids of checks that did not award all their points."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,17 @@ def test_usage_errors_are_clear(tmp_path: Path, args: list[str], words: str) -> 
     completed = grade(*[arg.replace("{empty}", str(tmp_path)) for arg in args], cwd=tmp_path.parent)
     assert completed.returncode == 2
     assert words in completed.stderr
+    assert completed.stderr.count("holds no .ipynb notebooks") <= 1  # said once, not again as its own notice
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_clear_line(tmp_path: Path, root: Path) -> None:
+    (tmp_path / "graded").write_text("a file where the folder should be")
+    notebook = root / "submissions" / "perplexity" / "solution.ipynb"
+    completed = grade(str(notebook), "--out", str(tmp_path / "graded" / "out"), cwd=tmp_path)
+    assert completed.returncode == 2
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write the output folder {tmp_path / 'graded' / 'out'}"), lines
+    assert f"it must be writable by uid {os.getuid()}" in lines[0] and "sqlite" not in completed.stderr
 
 
 def test_one_notebook_with_assignment_and_out(tmp_path: Path, ptq_sources, zoo: object) -> None:
@@ -67,3 +79,54 @@ def test_a_notebook_without_metadata_is_recognised_by_its_functions(tmp_path: Pa
     results = json.loads((tmp_path / "out" / "bob" / "results.json").read_text())
     assert results["extra_data"]["assignment"] == "ptq-bnb"
     assert "defines 3 of the functions" in results["extra_data"]["notes"][0]
+
+
+def test_the_summary_table_keeps_ids_whole_and_says_what_is_left_to_grade_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from grader.cli import _report_width, _summary_table
+    from grader.results import CheckResult, SubmissionResult
+
+    def essay(outcome: str) -> CheckResult:
+        return CheckResult(
+            "analysis", "Analysis", "analysis", "written", "public", "any", 3, 0, outcome, "", graded_by="instructor"
+        )  # type: ignore[arg-type]
+
+    long_id = "quantization/mistake-exported-not-quantized-and-also-padded"
+    results = [
+        SubmissionResult(long_id, f"{long_id}.ipynb", "quantization", checks=(essay("manual"),)),
+        SubmissionResult("latency/starter", "latency/starter.ipynb", "latency", checks=(essay("failed"),)),
+    ]
+    buffer = io.StringIO()
+    monkeypatch.delenv("COLUMNS", raising=False)
+    width = _report_width(stderr=True)  # pytest's stderr is not a terminal: a log or a pipe
+    assert width == 160
+    Console(file=buffer, width=width).print(_summary_table(results, Path("graded")))
+    text = buffer.getvalue()
+    assert long_id in text  # on one line, not folded
+    assert "3 pts to grade" in text and "3 / 3" not in text and "nothing written" in text
+    buffer = io.StringIO()
+    Console(file=buffer, width=120).print(_summary_table(results, Path("graded")))
+    narrow = buffer.getvalue()
+    assert long_id in narrow and "3 pts to grade" in narrow  # narrower, the id is still whole: the notes wrap instead
+    assert all(word in narrow for word in ("written", "answers", "missing"))  # wrapped between words, not inside them
+
+
+def test_library_warnings_stay_out_of_the_grader_output_even_when_first_imported_while_quiet() -> None:
+    """Optimum sets its logger's level when first imported; inside quiet_libraries that used to let
+    "Found different candidate ONNX initializers" through to the terminal."""
+    script = (
+        "from grader.quiet import quiet_libraries, quiet_library_defaults\n"
+        "quiet_library_defaults()  # what `grade` does first\n"
+        "with quiet_libraries():\n"
+        "    from optimum.onnx import transformations_utils\n"
+        "    transformations_utils.logger.warning('Found different candidate ONNX initializers (inside)')\n"
+        "transformations_utils.logger.warning('Found different candidate ONNX initializers (after)')\n"
+        "transformations_utils.logger.error('errors still show')\n"
+    )
+    environ = {name: value for name, value in os.environ.items() if name != "TRANSFORMERS_VERBOSITY"}
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environ)
+    assert completed.returncode == 0, completed.stderr
+    assert "Found different candidate" not in completed.stderr and "errors still show" in completed.stderr

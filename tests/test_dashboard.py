@@ -9,6 +9,7 @@ to $GRADER_SCREENSHOT_DIR, or to a `screenshots` folder in pytest's base tempora
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import os
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ NOTICES = (
     "Student 1234 has 2 notebooks for ptq-bnb; both were graded.",
     "12 unchanged submissions were not regraded.",
 )
+SCREEN_HEIGHT = 900  # CSS pixels of a laptop's browser window
 TIMING_FAILURE = "generate_text_and_time reported {} s, but its generate call took 0.052 s: the timer surrounds other work."
 
 
@@ -331,8 +333,8 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 class Visit:
     """A page opened in the browser, with everything that went wrong while it loaded."""
 
-    def __init__(self, browser: Any, path: Path) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+    def __init__(self, browser: Any, path: Path, width: int = 1280) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": SCREEN_HEIGHT}, offline=True)
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.requests: list[str] = []
@@ -379,8 +381,8 @@ def visit(browser: Any) -> Iterator[Any]:
     """Open pages in fresh browser contexts, closed after the test."""
     opened: list[Visit] = []
 
-    def open_page(path: Path) -> Visit:
-        opened.append(Visit(browser, path))
+    def open_page(path: Path, width: int = 1280) -> Visit:
+        opened.append(Visit(browser, path, width))
         return opened[-1]
 
     yield open_page
@@ -479,3 +481,92 @@ def test_instructor_feedback_shows_hidden_checks_and_figures_in_chromium(
     expect(alice.page.get_by_role("img", name="Figure from cell 7")).to_be_visible()
     assert alice.images[0]["width"] == 300
     alice.screenshot(screenshot_dir, "feedback-instructor-with-figure", record_property)
+
+
+# A class the size of the sample corpus, read at 1300 px.
+
+ESSAY = (
+    "INT8 halves the memory of the linear layers, but on a CPU every matmul dequantizes first, so generation "
+    "is slower; NF4 shrinks memory further at a small cost in perplexity, which matters less than latency here. "
+) * 3
+
+
+def sized_class(per_assignment: int = 10) -> list[SubmissionResult]:
+    """Forty submissions over four assignments, with the sample corpus's long names, ten checks and two essays each."""
+    names = [
+        "solution",
+        "starter",
+        "mistake-exported-not-quantized",
+        "mistake-warmup-inside-the-timer",
+        "mistake-padding-in-loss",
+    ]
+    results = []
+    for assignment in ("latency", "perplexity", "ptq-bnb", "quantization"):
+        for index in range(per_assignment):
+            checks = [
+                dataclasses.replace(
+                    check(f"{assignment}-check-{number}", "passed" if (index + number) % 3 else "failed", points=2),
+                    # As long as the rubrics' names: "evaluate_loss: token-weighted loss on the notebook's texts".
+                    name=f"function_{number}: what check {number} of {assignment} looks at, in words",
+                )
+                for number in range(10)
+            ]
+            checks += [
+                check(f"essay-{number}", "manual", "Queued.", points=3, graded_by="instructor", answer=ESSAY)
+                for number in range(2)
+            ]
+            results.append(
+                SubmissionResult(
+                    submission_id=f"{assignment}/{names[index % len(names)]}-{index}",
+                    source=f"{assignment}/{names[index % len(names)]}-{index}.ipynb",
+                    assignment=assignment,
+                    title=f"The {assignment} assignment",
+                    student=f"{1000 + index}",
+                    checks=tuple(checks),
+                    duration_s=20.0 + index,
+                )
+            )
+    return results
+
+
+def test_the_summary_of_a_whole_class_reads_well_at_1300_px(
+    visit: Any, tmp_path: Path, screenshot_dir: Path, record_property: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    summary = write_pages(tmp_path, sized_class())["summary"]
+    opened = visit(summary, width=1300)
+    page = opened.page
+    opened.check_loaded_cleanly()
+    opened.screenshot(screenshot_dir, "summary-class-1300", record_property)
+    for assignment in ("latency", "perplexity", "ptq-bnb", "quantization"):
+        section = page.locator(f"#assignment-{assignment}")
+        # The scores table, the distribution and the pass rates fit in two screens; the whole
+        # assignment in three (every written answer inline made the 40 samples' page ~24,500 px).
+        box = section.bounding_box()
+        overview = section.locator(".overview").bounding_box()
+        assert overview["y"] + overview["height"] - box["y"] <= 2 * SCREEN_HEIGHT, (assignment, overview, box)
+        assert box["height"] <= 3 * SCREEN_HEIGHT, (assignment, box)
+        # No submission id is broken over lines.
+        lines = section.locator("tbody tr td:first-child a").evaluate_all(
+            "links => links.map(link => link.getClientRects().length)"
+        )
+        assert lines and set(lines) == {1}, lines
+        # The written answers are collapsed, each one expandable.
+        answers = section.locator("details.answers")
+        assert answers.get_attribute("open") is None and answers.bounding_box()["height"] < 60
+        assert section.locator("details.answer").count() == 20
+    answer = page.locator("#assignment-latency-answer-1")
+    page.locator("#assignment-latency details.answers > summary").click()
+    expect(answer).to_be_visible()
+    expect(answer.locator("blockquote")).to_be_hidden()  # one line each until opened
+    answer.locator("summary").click()
+    expect(answer.locator("blockquote")).to_contain_text("INT8 halves the memory")
+
+
+def test_feedback_reads_well_at_1300_px(visit: Any, pages: dict[str, Path], screenshot_dir: Path, record_property: Any) -> None:
+    opened = visit(pages["feedback"], width=1300)
+    opened.check_loaded_cleanly()
+    opened.screenshot(screenshot_dir, "feedback-1300", record_property)
+    width = opened.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1300  # nothing overflows sideways

@@ -6,7 +6,6 @@ process, as a student's laptop would.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from nbclient import NotebookClient
 
 from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.zoo import ModelZoo
+from tests.contract import INSTRUCTOR_WORDS, GradescopeResults
 
 HIDDEN = "5 hidden checks worth 12 points"  # perplexity's hidden checks, counted, never named
 
@@ -36,7 +36,10 @@ def grade_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def outcomes(path: Path) -> dict[str, str]:
     """Check id -> outcome, from the results.json `grade check --json` wrote."""
-    return {test["extra_data"]["check_id"]: test["extra_data"]["outcome"] for test in json.loads(path.read_text())["tests"]}
+    return {
+        check_id: test.extra_data["outcome"]
+        for check_id, test in GradescopeResults.model_validate_json(path.read_text()).by_id().items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -137,11 +140,17 @@ def test_check_in_the_notebook_shows_the_result_under_the_cell(
     shown = [output.data for output in outputs if output.output_type == "display_data"]
     assert len(shown) == 1
     page, table = shown[0]["text/html"], " ".join(shown[0]["text/plain"].split())
-    assert page.startswith("<iframe") and "srcdoc=" in page
+    # The page is saved next to the notebook, linked relative to it (Jupyter opens it), and stays there.
+    saved = tmp_path / "my work-feedback.html"
+    assert saved.is_file() and f"The same, as a page: {saved}" in table
+    assert '<a href="my work-feedback.html" target="_blank">' in page and "<iframe" in page and "srcdoc=" in page
     assert "token-weighted mean cross-entropy is 1.071" in page  # the mistake, named in the feedback page
     assert "Public checks: 6 / 8 points, some public checks fail." in table and HIDDEN in table
     # The grader ran the notebook in its own kernel, where the check() cell does nothing (no recursion).
     assert "Cell " not in table
+    # Nothing meant for the instructor: no sandbox, uid or errno talk, in the table or on the page.
+    for text in (table, saved.read_text()):
+        assert not any(word in text for word in INSTRUCTOR_WORDS), text
 
 
 def test_check_in_the_notebook_names_what_it_cannot_find(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,6 +31,7 @@ from grader.rubric import load_rubric
 from grader.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 from tests.conftest import check as check_of
+from tests.contract import INSTRUCTOR_WORDS
 
 ASSIGNMENT = "perplexity"
 SAMPLES = ("solution", "mistake-batch-means", "mistake-one-text-at-a-time")
@@ -165,6 +166,63 @@ def test_grade_check_from_the_kit_judges_like_the_full_grader(kit: Path, root: P
         "mistake-one-text-at-a-time": {"evaluation-batching"},
     }
     assert "averages the per-batch mean losses" in verdicts["kit", "mistake-batch-means"]["loss-public"][1]
+
+
+# A sitecustomize that makes this Linux Python look like Windows' or macOS's to the grader: the
+# POSIX-only modules and calls a sandbox needs are missing, and what the grader imported is saved.
+WITHOUT_POSIX = """
+import atexit, os, sys
+import psutil  # libraries with their own Windows code import POSIX modules here first, as they would not there
+for name in ("resource", "pwd", "grp"):
+    sys.modules[name] = None  # from now on `import resource` raises ImportError, as on Windows
+for name in ("geteuid", "setuid", "setgid", "setgroups", "chown"):  # (getuid stays: platformdirs needs it on Linux)
+    if hasattr(os, name):
+        delattr(os, name)
+atexit.register(lambda: open(os.environ["IMPORTED_LIST"], "w").write("\\n".join(sorted(sys.modules))))
+"""
+
+
+def test_the_kit_checks_without_a_sandbox_or_posix_only_modules_and_says_so_once(kit: Path, root: Path, tmp_path: Path) -> None:
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(WITHOUT_POSIX)
+    imported = tmp_path / "imported.txt"
+    notebook = root / "submissions" / ASSIGNMENT / "mistake-batch-means.ipynb"
+    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": f"{shim}{os.pathsep}{kit}", "IMPORTED_LIST": str(imported)}
+    completed = subprocess.run(
+        [sys.executable, "-m", "grader", "check", str(notebook), "--html", str(tmp_path / "page.html")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=kit,
+        env=environ,
+    )
+    printed = " ".join(completed.stdout.split())
+    assert completed.returncode == 1, completed.stdout + completed.stderr[-3000:]
+    assert "Public checks: 6 / 8 points, some public checks fail." in printed
+    assert "WARNING" not in completed.stderr, completed.stderr  # no kernel or library chatter (the TCP warning)
+    modules = set(imported.read_text().split())
+    assert "grader.cli" in modules and "grader.kernel.launcher" not in modules
+    # What the student reads says once, plainly, how the notebook ran; nothing meant for an instructor.
+    assert printed.count("Your notebook ran as an ordinary program on this computer") == 1
+    for text in (printed, (tmp_path / "page.html").read_text()):
+        assert not any(word in text for word in INSTRUCTOR_WORDS), text
+
+
+def test_kernels_are_reached_over_ipc_where_a_sandbox_needs_it_and_over_tcp_on_windows_and_for_self_checks(
+    tmp_path: Path,
+) -> None:
+    from grader.execute import kernel_transport
+    from grader.sandbox import Isolation, SandboxPolicy
+
+    tcp = {"transport": "tcp", "ip": "127.0.0.1"}
+    ipc = {"transport": "ipc", "ip": str(tmp_path / "kernel")}
+    namespaced, weak = SandboxPolicy(Isolation("root", True)), SandboxPolicy(Isolation("none", False, "no namespaces"))
+    assert kernel_transport(namespaced, tmp_path) == ipc
+    assert kernel_transport(weak, tmp_path, platform="linux") == ipc
+    assert kernel_transport(weak, tmp_path, platform="win32") == tcp
+    for platform in ("linux", "darwin", "win32"):
+        assert kernel_transport(None, tmp_path, platform=platform) == tcp  # a self-check: the same path everywhere
 
 
 def test_a_kit_says_when_its_values_were_recorded_on_other_models(kit: Path, root: Path, tmp_path: Path) -> None:
