@@ -4,21 +4,19 @@ A kernel is launched through :mod:`grader.kernel.launcher`, which applies a
 :class:`SandboxPolicy` before the kernel's first instruction. :func:`probe_isolation` finds
 out once per grader what the machine allows, by launching a trial process the same way:
 
-- ``root``: the grader runs as root; each kernel gets new network and mount namespaces and
-  runs as a user of its own (a fresh, unprivileged uid), so it cannot read anything that
-  is not readable by everyone, nor write anything outside its working folder, its home and
-  the world-writable ``/tmp`` and ``/dev/shm``;
-  the course's reference solutions and rubrics, the output folder and the submissions are
-  hidden from it besides.
-- ``user``: not root, but user namespaces are allowed; the same namespaces and hidden paths,
-  but the kernel keeps the grader's user (it could write what that user can write, except the
-  model zoo, which it sees read-only), and processes are not counted per kernel.
+- ``root``: the grader runs as root; each kernel gets new network, mount and PID namespaces,
+  a root of its own built from an allow-list (:func:`kernel_view`: the system's folders and
+  this Python's environment, read-only; its own folders; the zoo; private ``/tmp`` and
+  ``/dev/shm``), and runs as a user of its own (a fresh, unprivileged uid). Nothing of the
+  course, the grader's source, the output or the submissions exists in its view.
+- ``user``: not root, but user namespaces are allowed; the same namespaces and view, but the
+  kernel keeps the grader's user, and processes are not counted per kernel.
 - ``none``: neither (typically a container that forbids namespaces): the kernel runs as the
-  grader's user with its network; every result carries a warning saying so.
+  grader's user with its files and network; every result carries a warning saying so.
 
 Whatever the mode, the kernel's environment is an allow-list, and a :class:`ResourceWatch` in the
-grader's process stops a kernel whose processes use more memory than the rubric allows, or are
-too many.
+grader's process stops a kernel whose processes (and private ``/tmp`` and ``/dev/shm``) use more
+memory than the rubric allows, or are too many.
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
@@ -198,3 +200,42 @@ def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: Mo
     notice = "Sandbox warning: GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network. (2 submissions graded so)"
     assert notice in " ".join((completed.stdout + completed.stderr).split())
     assert "GRADER_NO_SANDBOX is set" in (tmp_path / "out" / "summary.html").read_text()
+
+
+def test_a_run_killed_with_kill_9_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Workers, launchers and kernels all die with the run, however it ends, within 15 s."""
+    for name in ("a", "b", "c"):
+        cells = [("code", "import time\nfor _ in range(600):\n    time.sleep(0.5)")]
+        write_notebook(tmp_path / "in" / f"{name}.ipynb", make_notebook("ptq-bnb", cells))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "grader", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "2"]
+    grade = subprocess.Popen(
+        command, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 240
+        processes: list[psutil.Process] = []
+        while time.monotonic() < deadline:  # until both workers run a notebook's kernel
+            processes = psutil.Process(grade.pid).children(recursive=True)
+            kernels = [process for process in processes if "ipykernel_launcher" in " ".join(_cmdline(process))]
+            if len(kernels) >= 2:
+                break
+            time.sleep(1)
+        assert len(processes) >= 4, [_cmdline(process) for process in processes]
+        time.sleep(10)  # the notebooks are running
+        processes = psutil.Process(grade.pid).children(recursive=True)
+    finally:
+        grade.kill()
+        grade.wait()
+    time.sleep(15)
+    alive = [_cmdline(process) for process in processes if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    assert list(scratch.iterdir()) == []  # the kernels' folders went with them
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

@@ -15,7 +15,8 @@ manager, in place of the kernel itself. Before the kernel's first instruction it
    but that lie inside an allowed one (its own package, say) are covered by empty folders;
 3. gives the connection file to the kernel's user, sets resource limits (processes, size of a
    written file, no core dumps), forbids gaining privileges (setuid binaries) and, as root,
-   drops to the policy's unprivileged user and group, with no supplementary groups;
+   drops to the policy's unprivileged user and group, with no supplementary groups, and
+   forbids new user namespaces (seccomp), in which it could mount what nothing counts;
 4. stays behind as the kernel's parent (outside its PID namespace) and kills the kernel's whole
    namespace, and removes the session's folders, as soon as the grader's process that started
    it is gone, however it ended (``kill -9`` included). The kernel itself gets ``SIGKILL`` if
@@ -59,6 +60,10 @@ MS_RELATIME = 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+# (audit architecture, clone, unshare, clone3) for the seccomp filter that forbids new user namespaces
+SECCOMP_ARCH = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
@@ -213,6 +218,44 @@ def hide(libc: Any, path: str) -> None:
         _mount(libc, "/dev/null", path, None, MS_BIND, None, f"hiding {path}")
 
 
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def forbid_user_namespaces(libc: Any) -> None:
+    """A seccomp filter: no ``clone``/``unshare`` with ``CLONE_NEWUSER`` (``clone3``, whose flags a
+    filter cannot read, says ENOSYS and the C library falls back to ``clone``), no system call
+    of another ABI. In a user namespace of its own a kernel could mount a tmpfs that nothing
+    sizes or counts, or reach kernel code that only root should."""
+    known = SECCOMP_ARCH.get(platform.machine())
+    if known is None:
+        raise LaunchError(f"no seccomp filter is known for {platform.machine()}")
+    arch, clone, unshare, clone3 = known
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, enosys, eperm = 0x7FFF0000, 0x00050000 | 38, 0x00050000 | 1
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (jeq, 0, 9, arch),
+        (load, 0, 0, 0),  # the system call's number
+        (jge, 7, 0, 0x40000000),  # x32
+        (jeq, 5, 0, clone3),
+        (jeq, 1, 0, unshare),
+        (jeq, 0, 2, clone),
+        (load, 0, 0, 16),  # its flags (first argument, low 32 bits)
+        (jset, 2, 0, CLONE_NEWUSER),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, enosys),
+        (ret, 0, 0, eperm),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*instruction) for instruction in program))
+    fprog = _SockFprog(len(program), filters)
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "installing the seccomp filter")
+
+
 def _lower(limit: int, value: int) -> None:
     """Lower ``limit`` to ``value`` (never above its current hard limit, which only root may raise)."""
     _, hard = resource.getrlimit(limit)
@@ -266,6 +309,8 @@ def become_kernel(libc: Any, policy: dict[str, Any]) -> None:
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "forbidding new privileges")
     if uid is not None:
         drop_privileges(uid, gid)
+    if namespaces != "none":
+        forbid_user_namespaces(libc)
     if policy.get("own_pids"):
         # After the change of user (which clears it): die with the launcher that waits for us.
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "asking to die with the launcher")
