@@ -307,7 +307,7 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
                 (
                     "code",
                     "for number in range(1000):\n    try:\n"
-                    "        open(f'/dev/shm/hog-{number}', 'wb').write(b'x' * 64 * 1024**2)\n"
+                    "        open(f'/dev/shm/hog-{number}', 'wb').write(b'x' * 8 * 1024**2)\n"  # files under the size limit
                     "    except OSError:\n        time.sleep(0.5)",
                 ),
             ],

@@ -209,15 +209,6 @@ def pivot_root(libc: Any, root: str) -> None:
     _mount(libc, None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None, "making the new root read-only")
 
 
-def hide(libc: Any, path: str) -> None:
-    """Cover ``path`` in place: an empty read-only folder, or an empty file (no new root)."""
-    if os.path.isdir(path):
-        _mount(libc, "none", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755", f"hiding {path}")
-        _mount(libc, None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None, f"sealing the cover of {path}")
-    elif os.path.exists(path):
-        _mount(libc, "/dev/null", path, None, MS_BIND, None, f"hiding {path}")
-
-
 class _SockFilter(ctypes.Structure):
     _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
 
@@ -288,17 +279,13 @@ def become_kernel(libc: Any, policy: dict[str, Any]) -> None:
     namespaces = policy.get("namespaces", "none")
     cwd = os.getcwd()
     if namespaces != "none":
-        if policy.get("own_pids"):
-            # A mount namespace of the kernel's own, so that the launcher keeps the machine's view.
-            _check(libc.unshare(CLONE_NEWNS), "unshare(mount)")
-        if policy.get("new_root"):
-            build_root(libc, policy)
-            os.chdir(cwd)
-        else:
-            for source, target in policy.get("bind_read_only", []):
-                bind(libc, source, target, read_only=True)
-            for path in policy.get("masks", []):
-                hide(libc, path)
+        if not policy.get("new_root") or not policy.get("own_pids"):
+            # Without a root of its own the kernel would see the whole machine: refuse.
+            raise LaunchError("the policy gives the kernel no root or PID namespace of its own")
+        # A mount namespace of the kernel's own, so that the launcher keeps the machine's view.
+        _check(libc.unshare(CLONE_NEWNS), "unshare(mount)")
+        build_root(libc, policy)
+        os.chdir(cwd)
     uid = int(policy["uid"]) if policy.get("uid") is not None else None
     gid = int(policy.get("gid", uid) or 0)
     if uid is not None:
