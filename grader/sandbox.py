@@ -343,11 +343,16 @@ class ResourceWatch:
         """Bytes held in the kernel's private /tmp and /dev/shm (tmpfs: memory no process maps)."""
         if not self.scratch:
             return 0
+        try:
+            machine = os.stat(f"/proc/{self.pid}/root")  # the launcher keeps the machine's root
+        except OSError:
+            return 0
         for pid in processes:
-            if pid == self.pid:
-                continue  # the launcher: it keeps the machine's view, not the kernel's
             total = 0
             try:
+                root = os.stat(f"/proc/{pid}/root")
+                if (root.st_dev, root.st_ino) == (machine.st_dev, machine.st_ino):
+                    continue  # not (yet) in the kernel's own root: its /tmp would be the machine's
                 for folder in ("tmp", "dev/shm"):
                     stats = os.statvfs(f"/proc/{pid}/root/{folder}")
                     total += (stats.f_blocks - stats.f_bfree) * stats.f_frsize

@@ -25,7 +25,17 @@ from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings, kernel_view_for
 from grader.harness import Harness, literal
 from grader.rubric import Limits
-from grader.sandbox import Isolation, SandboxError, SandboxPolicy, kernel_env, kernel_view, launcher_argv, python_paths
+from grader.sandbox import (
+    Isolation,
+    ResourceWatch,
+    SandboxError,
+    SandboxPolicy,
+    kernel_env,
+    kernel_processes,
+    kernel_view,
+    launcher_argv,
+    python_paths,
+)
 from grader.submissions import Found
 from grader.zoo import ModelZoo
 from tests.conftest import ROOT
@@ -136,6 +146,22 @@ def test_as_root_each_kernel_gets_a_user_of_its_own(grader: Grader) -> None:
     assert not any(
         ROOT in Path(path).parents or Path(path) in ROOT.parents for path in grader.sandbox.visible if path != str(ROOT / ".venv")
     )
+
+
+def test_the_machines_tmp_is_not_counted_as_a_kernels_memory() -> None:
+    """Until the kernel has entered its own root (a launcher still building it), its /tmp is the
+    machine's: counting that would stop a kernel for memory it does not use."""
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        time.sleep(0.5)
+        processes = {process.pid: process for process in kernel_processes(shell.pid)}
+        assert len(processes) == 2
+        assert ResourceWatch(shell.pid, None, 1024**3, scratch=True)._scratch_bytes(processes) == 0
+    finally:
+        for process in psutil.Process(shell.pid).children():
+            process.kill()
+        shell.kill()
+        shell.wait()
 
 
 def test_huge_outputs_are_cut_to_the_budget(tmp_path: Path) -> None:
