@@ -20,7 +20,7 @@ from pathlib import Path
 from grader import __version__
 from grader.course import Course
 from grader.gradebook import Fingerprint, Gradebook, file_sha256
-from grader.grading import INTERNAL_ERROR, GradingSettings
+from grader.grading import INTERNAL_ERROR, GradingSettings, kernel_view_for
 from grader.output import write_class_reports, write_submission
 from grader.render import FEEDBACK_FILES
 from grader.results import SubmissionResult, result_to_json
@@ -30,7 +30,6 @@ from grader.submissions import Found
 
 GRADEBOOK_NAME = "gradebook.sqlite"
 REPORT_EVERY_S = 30.0  # how often the class reports are refreshed during a run (charts cost CPU)
-MAX_HIDDEN_FOLDERS = 32  # more submission folders than this are hidden by their common folder
 
 
 @dataclass(frozen=True)
@@ -130,6 +129,8 @@ def grade_batch(
             kernel_threads=kernel_threads(workers),
             hidden_paths=_hidden_from_kernels(found, out_dir),
         )
+        if tasks and not os.environ.get("GRADER_NO_SANDBOX"):
+            kernel_view_for(course.root, settings.hidden_paths)  # refuses here, before any worker starts
         config = RunConfig(str(course.root), str(options.cache_dir) if options.cache_dir else None, settings)
         order = [item.submission_id for item in found]
 
@@ -162,11 +163,9 @@ def grade_batch(
 
 
 def _hidden_from_kernels(found: Sequence[Found], out_dir: Path) -> tuple[str, ...]:
-    """What no kernel may see: the output folder and the submissions' folders (their common
-    folder when there are many, so that a kernel does not start with thousands of mounts)."""
+    """What no kernel may see: the output folder and every submission's folder (all of them:
+    kernels see an allow-list, so only those inside it cost a mount)."""
     folders = sorted({str(item.path.parent.resolve()) for item in found})
-    if len(folders) > MAX_HIDDEN_FOLDERS:
-        folders = [os.path.commonpath(folders)]
     return (str(out_dir.resolve()), *folders)
 
 

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 import nbformat
+import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.utils import run_sync
@@ -36,6 +37,7 @@ from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_arg
 KERNEL_NAME = "llm-grader-python"
 MAX_TRACEBACK_CHARS = 20_000
 MAX_REQUEST_STDOUT = 64 * 1024  # characters of a grading request's stray output kept
+MAX_MESSAGE_BYTES = 64 * 1024**2  # the largest message the grader accepts from a kernel (outputs, answers)
 TIMEOUT_ENAME = "CellTimeoutError"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -236,6 +238,10 @@ class KernelSession:
             **transport,
             connection_file=str(connection_file),
         )
+        # Every socket of this kernel's clients refuses a message larger than this before it is
+        # read, let alone parsed (the sender is disconnected instead): a kernel cannot make the
+        # grader hold a gigabyte message.
+        self._km.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         placeholder = nbformat.v4.new_notebook()
         self._client = BoundedNotebookClient(
             placeholder,
@@ -259,7 +265,11 @@ class KernelSession:
         if self.sandbox is not None and process is not None:
             # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
             self.resource_watch = ResourceWatch(
-                process.pid, self.uid, self.sandbox.memory_bytes, max_processes=max(8, self.sandbox.max_processes // 2)
+                process.pid,
+                self.uid,
+                self.sandbox.memory_bytes,
+                max_processes=max(8, self.sandbox.max_processes // 2),
+                scratch=self.sandbox.isolation.namespaces != "none",
             ).start()
         return self
 
@@ -288,7 +298,15 @@ class KernelSession:
             for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
                 if env.get(name) == hub:
                     env[name] = str(zoo_view) + hub[len(zoo_dir) :]
-        policy = sandbox.launcher_policy(self.uid, give=[str(given)], zoo_view=str(zoo_view) if zoo_view else None)
+        new_root = self._runtime_dir / "root"  # where the launcher builds the kernel's view of the machine
+        new_root.mkdir(mode=0o755)
+        policy = sandbox.launcher_policy(
+            self.uid,
+            give=[str(given)],
+            zoo_view=str(zoo_view) if zoo_view else None,
+            new_root=str(new_root),
+            writable=[str(self._runtime_dir), str(self.workdir)],
+        )
         return launcher_argv(policy, argv)
 
     def limit_memory(self, limit_bytes: int) -> None:

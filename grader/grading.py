@@ -15,8 +15,6 @@ import os
 import random
 import secrets
 import shutil
-import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Mapping
@@ -24,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grader as grader_package
 from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.course import Assignment, Course
@@ -36,7 +35,7 @@ from grader.reference import ReferenceModels
 from grader.replay import NotRecorded, ReferenceFunctions, ReferenceSide
 from grader.results import CheckResult, Figure, SubmissionResult
 from grader.rubric import CheckSpec, Limits
-from grader.sandbox import SandboxPolicy, hideable, inside, kernel_env, probe_isolation
+from grader.sandbox import KernelView, SandboxPolicy, kernel_env, kernel_view, probe_isolation
 from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # results saying this are regraded by the next run
@@ -347,17 +346,14 @@ class Grader:
 
     def _sandbox_policy(self) -> SandboxPolicy:
         """How this run's kernels are isolated (probed on this machine) and limited."""
-        zoo_dir = [self.zoo.cache_dir] if self.zoo is not None else []
-        candidates = [self.course.root / "reference", self.course.root / "rubrics", Path.home()]
-        candidates += [Path(path) for path in self.settings.hidden_paths]
-        hidden = hideable(candidates, writable=[Path(tempfile.gettempdir())])
-        keep = inside([Path(sys.prefix), Path(sys.base_prefix)], hidden)
+        zoo_dir = str(self.zoo.cache_dir) if self.zoo is not None else None
+        view = kernel_view_for(self.course.root, self.settings.hidden_paths)
         limits = self._all_limits()
         return SandboxPolicy(
-            isolation=probe_isolation(str(zoo_dir[0]) if zoo_dir else None, hidden, keep),
-            hidden=hidden,
-            keep=keep,
-            zoo_dir=str(zoo_dir[0]) if zoo_dir else None,
+            isolation=probe_isolation(zoo_dir, view),
+            visible=view.visible,
+            masks=view.masks,
+            zoo_dir=zoo_dir,
             memory_bytes=max(item.memory_mib for item in limits) * 1024**2,
             max_processes=max(item.max_processes for item in limits),
             max_file_bytes=max(item.max_file_mib for item in limits) * 1024**2,
@@ -376,6 +372,19 @@ class Grader:
         if self.zoo is not None:
             provenance["zoo"] = self.zoo.key
         return provenance
+
+
+def kernel_view_for(course_root: Path, hidden_paths: tuple[str, ...] = ()) -> KernelView:
+    """What a kernel of this course sees: nothing of the course, the grader's source, the run's
+    output and submissions (``hidden_paths``), the grader's home or working folder.
+
+    Raises :class:`~grader.sandbox.SandboxError` when one of them cannot be hidden.
+    """
+    package = Path(grader_package.__file__).resolve().parent
+    checkout = [package.parent] if (package.parent / "pyproject.toml").exists() else []
+    strict = [course_root, *checkout, *(Path(path) for path in hidden_paths)]
+    soft = [Path.home(), Path.cwd()]
+    return kernel_view(strict, [path for path in soft if path != Path("/")], package=package)
 
 
 def _points_not_graded(points: float) -> str:

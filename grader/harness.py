@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader.execute import KernelReply, KernelSession
+from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.values import decode
 
 RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
+# The largest answer parsed: far above what the runtime's own caps let through, far below what
+# would cost the grader real memory. A larger one was forged in the kernel.
+MAX_ANSWER_CHARS = 16 * 1024**2
 
 CallStatus = Literal["returned", "raised", "missing", "signature", "timeout", "dead", "internal"]
 
@@ -243,6 +247,14 @@ class Harness:
             )
         if reply.payload is None:
             return self._failed(reply, what)
+        if not isinstance(reply.payload, str) or len(reply.payload) > MAX_ANSWER_CHARS:
+            size = len(reply.payload) if isinstance(reply.payload, str) else 0
+            return CallOutcome(
+                "internal",
+                message=f"{what} answered with {size / 1024**2:.0f} MB, more than the grader's runtime ever sends: "
+                "the grader's runtime in the kernel was tampered with",
+                wall_s=reply.duration_s,
+            )
         try:
             answer = json.loads(reply.payload, parse_constant=_reject_constant)
         except ValueError as error:
@@ -297,6 +309,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _bounded_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An instrumentation event within the runtime's caps (its strings and its token-id lists)."""
+    bounded: dict[str, Any] = {}
+    for name, value in event.items():
+        if isinstance(value, str):
+            value = value[:MAX_STRING]
+        elif isinstance(value, list):
+            value = value[:MAX_IDS]
+        bounded[name] = value
+    return bounded
+
+
 def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
     status = answer.get("status", "internal")
     if status not in ("returned", "raised", "missing", "signature", "internal"):
@@ -304,7 +332,11 @@ def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
     exception = None
     if isinstance(answer.get("exception"), dict):
         raw = answer["exception"]
-        exception = ExceptionInfo(str(raw.get("type", "Error")), str(raw.get("message", "")), str(raw.get("traceback", "")))
+        exception = ExceptionInfo(
+            str(raw.get("type", "Error"))[:MAX_STRING],
+            str(raw.get("message", ""))[:MAX_STRING],
+            str(raw.get("traceback", ""))[:MAX_STRING],
+        )
     value: Any = None
     if "value" in answer:
         value = decode(answer["value"])
@@ -314,12 +346,12 @@ def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
         status=status,
         value=value,
         exception=exception,
-        message=str(answer.get("message", "")),
+        message=str(answer.get("message", ""))[:MAX_STRING],
         duration_s=answer.get("duration_s"),
         wall_s=wall_s,
-        stdout=str(answer.get("stdout", "")),
-        stderr=str(answer.get("stderr", "")),
-        events=tuple(event for event in answer.get("events", []) if isinstance(event, dict)),
+        stdout=str(answer.get("stdout", ""))[:MAX_CAPTURE],
+        stderr=str(answer.get("stderr", ""))[:MAX_CAPTURE],
+        events=tuple(_bounded_event(event) for event in _items(answer.get("events"))[:MAX_EVENTS] if isinstance(event, dict)),
         start=answer.get("start"),
         end=answer.get("end"),
         raw=answer,

@@ -10,9 +10,12 @@ the worker, so one worker and many give the same results.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from grader.grading import INTERNAL_ERROR, GradingSettings
 from grader.results import SubmissionResult, result_from_json, result_to_json
 
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[Submission
 
 def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None:
     """A worker process: grade tasks until the queue says stop or this run's main process is gone."""
+    _die_with_parent()
     import torch
 
     from grader.quiet import quiet_libraries
@@ -125,6 +130,19 @@ def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None
             results.put(("started", os.getpid(), task.index, None))
             result = grader.grade(Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=more)
             results.put(("done", os.getpid(), task.index, result_to_json(result)))
+
+
+def _die_with_parent() -> None:
+    """Have the operating system kill this worker the moment the run's main process dies, however
+    it ends (``kill -9`` included): a worker waiting on a queue or a kernel would not notice.
+    Its kernels' launchers then see their grader gone and kill them (see the launcher)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():  # it died before the request took effect
+        os._exit(1)
 
 
 def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:

@@ -4,21 +4,19 @@ A kernel is launched through :mod:`grader.kernel.launcher`, which applies a
 :class:`SandboxPolicy` before the kernel's first instruction. :func:`probe_isolation` finds
 out once per grader what the machine allows, by launching a trial process the same way:
 
-- ``root``: the grader runs as root; each kernel gets new network and mount namespaces and
-  runs as a user of its own (a fresh, unprivileged uid), so it cannot read anything that
-  is not readable by everyone, nor write anything outside its working folder, its home and
-  the world-writable ``/tmp`` and ``/dev/shm``;
-  the course's reference solutions and rubrics, the output folder and the submissions are
-  hidden from it besides.
-- ``user``: not root, but user namespaces are allowed; the same namespaces and hidden paths,
-  but the kernel keeps the grader's user (it could write what that user can write, except the
-  model zoo, which it sees read-only), and processes are not counted per kernel.
+- ``root``: the grader runs as root; each kernel gets new network, mount and PID namespaces,
+  a root of its own built from an allow-list (:func:`kernel_view`: the system's folders and
+  this Python's environment, read-only; its own folders; the zoo; private ``/tmp`` and
+  ``/dev/shm``), and runs as a user of its own (a fresh, unprivileged uid). Nothing of the
+  course, the grader's source, the output or the submissions exists in its view.
+- ``user``: not root, but user namespaces are allowed; the same namespaces and view, but the
+  kernel keeps the grader's user, and processes are not counted per kernel.
 - ``none``: neither (typically a container that forbids namespaces): the kernel runs as the
-  grader's user with its network; every result carries a warning saying so.
+  grader's user with its files and network; every result carries a warning saying so.
 
 Whatever the mode, the kernel's environment is an allow-list, and a :class:`ResourceWatch` in the
-grader's process stops a kernel whose processes use more memory than the rubric allows, or are
-too many.
+grader's process stops a kernel whose processes (and private ``/tmp`` and ``/dev/shm``) use more
+memory than the rubric allows, or are too many.
 """
 
 from __future__ import annotations
@@ -39,12 +37,20 @@ from typing import Literal
 
 import psutil
 
+from grader.errors import GraderError
+
 WARNING_PREFIX = "Sandbox warning: "
 KERNEL_UID_BASE = 1_500_000_000  # far above any account or subordinate-uid range
 KERNEL_UID_SPAN = 100_000_000
 PROBE_TIMEOUT_S = 60.0
 ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
 Namespaces = Literal["root", "user", "none"]
+
+
+class SandboxError(GraderError):
+    """A folder the kernels must not see cannot be hidden from them: the run is refused."""
+
+    exit_code = 3
 
 
 @dataclass(frozen=True)
@@ -68,21 +74,35 @@ class SandboxPolicy:
     """How kernels of one grading run are isolated and limited."""
 
     isolation: Isolation
-    hidden: tuple[str, ...] = ()
-    keep: tuple[str, ...] = ()  # folders inside hidden ones that stay visible (read-only): the kernel's Python
+    visible: tuple[str, ...] = ()  # the allow-list: all a kernel sees of the machine (read-only), besides its folders
+    masks: tuple[str, ...] = ()  # folders inside visible ones that the kernel must not see (covered)
     zoo_dir: str | None = None  # shown read-only inside each kernel's folder
     memory_bytes: int = 4096 * 1024**2
     max_processes: int = 256
     max_file_bytes: int = 512 * 1024**2
 
-    def launcher_policy(self, uid: int | None, give: Iterable[str], zoo_view: str | None) -> dict[str, object]:
-        """The JSON the launcher applies for one kernel running as ``uid``, seeing the zoo at ``zoo_view``."""
-        policy: dict[str, object] = {
-            "namespaces": self.isolation.namespaces,
-            "hidden": list(self.hidden),
-            "keep": list(self.keep),
-            "max_file_bytes": self.max_file_bytes,
-        }
+    def launcher_policy(
+        self,
+        uid: int | None,
+        give: Iterable[str],
+        zoo_view: str | None,
+        new_root: str | None = None,
+        writable: Iterable[str] = (),
+    ) -> dict[str, object]:
+        """The JSON the launcher applies for one kernel running as ``uid``, seeing the zoo at
+        ``zoo_view`` and its own folders ``writable`` (removed by the launcher if the grader dies),
+        in a new root built at ``new_root``."""
+        policy: dict[str, object] = {"namespaces": self.isolation.namespaces, "max_file_bytes": self.max_file_bytes}
+        if self.isolation.namespaces != "none" and new_root is not None:
+            policy.update(
+                own_pids=True,
+                new_root=new_root,
+                read_only=list(self.visible),
+                masks=list(self.masks),
+                writable=list(writable),
+                cleanup=list(writable),
+                tmpfs_bytes=self.memory_bytes,
+            )
         if self.zoo_dir is not None and zoo_view is not None:
             policy["bind_read_only"] = [[self.zoo_dir, zoo_view]]
         if uid is not None:
@@ -108,8 +128,11 @@ def _trial(policy: Mapping[str, object], zoo_dir: str | None) -> str | None:
     with tempfile.TemporaryDirectory(prefix="llm-grader-probe-") as folder:
         view = Path(folder) / "zoo"
         view.mkdir()
+        (Path(folder) / "root").mkdir()
         Path(folder).chmod(0o711)
         policy = dict(policy)
+        if policy.get("namespaces") != "none":
+            policy.update(own_pids=True, new_root=str(Path(folder) / "root"), writable=[folder])
         if zoo_dir is not None and policy.get("namespaces") != "none":
             policy["bind_read_only"] = [[zoo_dir, str(view)]]
             readable = [str(view)]
@@ -129,14 +152,14 @@ def _trial(policy: Mapping[str, object], zoo_dir: str | None) -> str | None:
     return lines[-1] if lines else f"exit status {completed.returncode}"
 
 
-def probe_isolation(zoo_dir: str | None = None, hidden: Iterable[str] = (), keep: Iterable[str] = ()) -> Isolation:
+def probe_isolation(zoo_dir: str | None = None, view: KernelView | None = None) -> Isolation:
     """The strongest isolation this machine allows (each mode tried for real, in order).
 
-    ``zoo_dir`` is the model zoo the kernel must be able to read; ``hidden`` and ``keep`` are
-    the paths the kernels' policy hides and keeps visible.
+    ``zoo_dir`` is the model zoo the kernel must be able to read; ``view`` what kernels see.
     """
     readable = zoo_dir
-    view = {"hidden": list(hidden), "keep": list(keep)}
+    view = view or kernel_view([])
+    shown = {"read_only": list(view.visible), "masks": list(view.masks)}
     if os.environ.get("GRADER_NO_SANDBOX"):  # an escape hatch for debugging, said in every result
         return Isolation("none", False, "GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network.")
     if not sys.platform.startswith("linux") or not hasattr(os, "geteuid"):  # namespaces are Linux's
@@ -144,10 +167,10 @@ def probe_isolation(zoo_dir: str | None = None, hidden: Iterable[str] = (), keep
             "none", False, f"kernels run with the grader's user, files and network ({sys.platform} has no namespaces)."
         )
     if os.geteuid() == 0:
-        problem = _trial({"namespaces": "root", "uid": new_kernel_uid(), "max_processes": 64, **view}, readable)
+        problem = _trial({"namespaces": "root", "uid": new_kernel_uid(), "max_processes": 64, **shown}, readable)
         if problem is None:
             return Isolation("root", True)
-        if _trial({"namespaces": "root", **view}, readable) is None:
+        if _trial({"namespaces": "root", **shown}, readable) is None:
             return Isolation(
                 "root",
                 False,
@@ -156,7 +179,7 @@ def probe_isolation(zoo_dir: str | None = None, hidden: Iterable[str] = (), keep
             )
         reason = problem
     else:
-        if _trial({"namespaces": "user", **view}, readable) is None:
+        if _trial({"namespaces": "user", **shown}, readable) is None:
             return Isolation(
                 "user",
                 False,
@@ -179,24 +202,86 @@ def kernel_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, s
     return env
 
 
-def hideable(paths: Iterable[Path], writable: Iterable[Path]) -> tuple[str, ...]:
-    """The existing ``paths`` to hide, except those holding a folder the kernel writes in (its
-    temporary folders) and those inside another hidden path."""
-    needed = [path.resolve() for path in writable]
-    kept: set[Path] = set()
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """What a kernel sees of the machine: an allow-list, and covers inside it."""
+
+    visible: tuple[str, ...]  # shown read-only at their own paths
+    masks: tuple[str, ...]  # folders inside visible ones that stay hidden
+
+
+def _resolved(paths: Iterable[str | Path]) -> list[Path]:
+    found = []
     for path in paths:
+        if not str(path):
+            continue
         with contextlib.suppress(OSError):
-            path = path.resolve()
-            if path.exists() and not any(item == path or path in item.parents for item in needed):
-                kept.add(path)
-    return tuple(sorted(str(path) for path in kept if not any(other in path.parents for other in kept)))
+            found.append(Path(os.path.realpath(path)))
+    return found
 
 
-def inside(paths: Iterable[Path], hidden: Iterable[str]) -> tuple[str, ...]:
-    """Those of ``paths`` that lie inside a hidden path (to be kept visible there)."""
-    covers = [Path(path) for path in hidden]
-    found = {str(path.resolve()) for path in paths if any(cover in path.resolve().parents for cover in covers)}
-    return tuple(sorted(found))
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it."""
+    return path == folder or folder in path.parents
+
+
+def python_paths() -> list[Path]:
+    """The folders this Python needs: its prefixes, its executable's folder, its import path
+    and its libraries' path (what a kernel started with this interpreter reads)."""
+    essential = [
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ]
+    return _resolved(essential)
+
+
+def _optional_paths() -> list[Path]:
+    extra = [*sys.path, *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)]
+    return [path for path in _resolved(extra) if path.is_dir()]
+
+
+def kernel_view(strict: Iterable[Path], soft: Iterable[Path] = (), package: Path | None = None) -> KernelView:
+    """The allow-list of what a kernel sees: the system's folders and this Python's environment.
+
+    ``strict`` folders (the course, the output, the submissions, the grader's source) must stay
+    hidden, ``soft`` ones (the grader's home, working and temporary folders) are hidden where
+    the kernel does not need them; ``package`` (the grader's own package) is covered wherever it
+    lies. A folder is never dropped from what is hidden: one that cannot be hidden (it holds
+    the system's folders or is the Python environment itself) raises :class:`SandboxError`.
+    """
+    strict_paths = _resolved(strict)
+    # Shared scratch space is never shown: each kernel gets /tmp and /dev/shm of its own.
+    forbidden = strict_paths + _resolved([*soft, tempfile.gettempdir(), "/tmp", "/dev", "/proc", "/run"])
+    system = [path for path in _resolved(SYSTEM_PATHS) if path.exists()]
+    python = python_paths()
+    for folder in strict_paths:
+        for needed in system + python:
+            if needed == folder or (needed in system and folder in needed.parents):
+                raise SandboxError(
+                    f"{folder} cannot be hidden from the students' kernels: it holds {needed}, which every kernel needs "
+                    "(its system or its Python); move the course, the submissions or the output folder elsewhere."
+                )
+    visible: list[Path] = []
+    for path in [*(Path(item) for item in SYSTEM_PATHS if os.path.lexists(item)), *python, *_optional_paths()]:
+        optional = path not in python and str(path) not in SYSTEM_PATHS
+        if optional and any(_within(folder, path) or _within(path, folder) for folder in forbidden):
+            continue  # an import path that holds (or lies in) a hidden folder: the kernel does without it
+        visible.append(path)
+    kept = sorted(set(visible), key=lambda path: (len(path.parts), str(path)))
+    top = [path for path in kept if not any(other != path and other in path.parents for other in kept)]
+    covered = [*forbidden, *([package] if package is not None else [])]
+    masks = sorted({str(folder) for folder in _resolved(covered) if any(shown in folder.parents for shown in top)})
+    for mask in masks:
+        for needed in top:
+            if Path(mask) in needed.parents:
+                raise SandboxError(f"{mask} cannot be hidden from the students' kernels: it holds {needed}, which they need.")
+    return KernelView(tuple(str(path) for path in top), tuple(masks))
 
 
 @dataclass
@@ -216,6 +301,7 @@ class ResourceWatch:
     limit_bytes: int
     max_processes: int = 128
     interval_s: float = 0.1
+    scratch: bool = False  # the kernel has private /tmp and /dev/shm (memory), counted in its use
     exceeded: str | None = None  # "memory" or "processes", once the kernel was stopped for it
     peak_bytes: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -249,13 +335,35 @@ class ResourceWatch:
             if len(processes) > self.max_processes:
                 self._stop_kernel("processes", processes.values())
                 return
-            used = _memory(processes.values(), "rss")
+            used = _memory(processes.values(), "rss") + self._scratch_bytes(processes)
             if used > self.limit_bytes:
-                used = _memory(processes.values(), "pss")
+                used = _memory(processes.values(), "pss") + self._scratch_bytes(processes)
             self.peak_bytes = max(self.peak_bytes, used)
             if used > self.limit_bytes:
                 self._stop_kernel("memory", processes.values())
                 return
+
+    def _scratch_bytes(self, processes: Mapping[int, psutil.Process]) -> int:
+        """Bytes held in the kernel's private /tmp and /dev/shm (tmpfs: memory no process maps)."""
+        if not self.scratch:
+            return 0
+        try:
+            machine = os.stat(f"/proc/{self.pid}/root")  # the launcher keeps the machine's root
+        except OSError:
+            return 0
+        for pid in processes:
+            total = 0
+            try:
+                root = os.stat(f"/proc/{pid}/root")
+                if (root.st_dev, root.st_ino) == (machine.st_dev, machine.st_ino):
+                    continue  # not (yet) in the kernel's own root: its /tmp would be the machine's
+                for folder in ("tmp", "dev/shm"):
+                    stats = os.statvfs(f"/proc/{pid}/root/{folder}")
+                    total += (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+            except OSError:
+                continue
+            return total
+        return 0
 
     def _stop_kernel(self, reason: str, processes: Iterable[psutil.Process]) -> None:
         self.exceeded = reason

@@ -12,6 +12,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.kernel.runtime import MAX_DEPTH, MAX_ITEMS, MAX_STRING
+
+# The runtime's caps, enforced again here: a notebook can lift them inside its kernel, and
+# whatever the grader does with a value afterwards (tokenizing a returned prompt, comparing,
+# rendering) must stay bounded however the value was made.
+
 
 @dataclass(frozen=True)
 class Opaque:
@@ -114,15 +120,19 @@ class Tokenizer:
     vocab_size: int
 
 
-def decode(description: Any) -> Any:
-    """Turn one JSON description from the kernel into a plain Python value."""
-    if not isinstance(description, dict) or "kind" not in description:
+def decode(description: Any, depth: int = 0) -> Any:
+    """Turn one JSON description from the kernel into a plain Python value (within the
+    runtime's caps: strings of :data:`MAX_STRING` characters, :data:`MAX_ITEMS` items, :data:`MAX_DEPTH` levels)."""
+    if not isinstance(description, dict) or "kind" not in description or depth > MAX_DEPTH + 1:
         return Opaque("malformed", type(description).__name__, repr(description)[:200])
+    description = _bounded(description)
     kind = description["kind"]
     if kind in ("none", "bool", "int", "str"):
         value = description.get("value")
         if kind == "int" and isinstance(value, str):
-            return int(value)
+            return int(value[:MAX_INT_DIGITS])
+        if kind == "str" and not isinstance(value, str):
+            return Opaque("malformed", type(value).__name__, repr(value)[:200])
         return value
     if kind == "float":
         special = description.get("special")
@@ -130,11 +140,11 @@ def decode(description: Any) -> Any:
             return float(special) if special in ("nan", "inf", "-inf") else math.nan
         return float(description["value"])
     if kind in ("list", "set"):
-        return [decode(item) for item in description.get("items", [])]
+        return [decode(item, depth + 1) for item in description.get("items", [])]
     if kind == "tuple":
-        return tuple(decode(item) for item in description.get("items", []))
+        return tuple(decode(item, depth + 1) for item in description.get("items", []))
     if kind == "dict":
-        return {_key(decode(key)): decode(value) for key, value in description.get("items", [])}
+        return {_key(decode(key, depth + 1)): decode(value, depth + 1) for key, value in description.get("items", [])}
     if kind == "dtype":
         return DType(description["value"])
     if kind == "tensor":
@@ -143,17 +153,17 @@ def decode(description: Any) -> Any:
             tuple(description["shape"]),
             description["dtype"],
             description["device"],
-            tuple(decode(v) for v in values) if values is not None else None,
+            tuple(decode(v, depth + 1) for v in values) if values is not None else None,
         )
     if kind == "dataframe":
         return Frame(
-            columns=tuple(decode(c) for c in description["columns"]),
+            columns=tuple(decode(c, depth + 1) for c in description["columns"]),
             dtypes=tuple(description["dtypes"]),
-            rows=tuple(tuple(decode(cell) for cell in row) for row in description["rows"]),
+            rows=tuple(tuple(decode(cell, depth + 1) for cell in row[:MAX_ITEMS]) for row in description["rows"]),
             length=int(description["length"]),
         )
     if kind == "series":
-        return [decode(item) for item in description.get("items", [])]
+        return [decode(item, depth + 1) for item in description.get("items", [])]
     if kind == "model":
         return decode_model(description)
     if kind == "tokenizer":
@@ -172,7 +182,7 @@ def decode(description: Any) -> Any:
             str(description.get("name_or_path", "")),
         )
     if kind == "config":
-        fields = decode(description.get("fields", {"kind": "dict", "items": []}))
+        fields = decode(description.get("fields", {"kind": "dict", "items": []}), depth + 1)
         return ConfigValue(str(description.get("type", "")), fields if isinstance(fields, dict) else {})
     return Opaque(kind, str(description.get("type", kind)), str(description.get("repr", "")))
 
@@ -209,6 +219,21 @@ def decode_model(description: dict[str, Any]) -> Model:
         parameter_dtypes=tuple(description.get("parameter_dtypes", ())),
         name_or_path=str(description.get("name_or_path", "")),
     )
+
+
+MAX_INT_DIGITS = 4_000  # Python's own limit on converting a str to an int
+
+
+def _bounded(description: dict[str, Any]) -> dict[str, Any]:
+    """``description`` with its strings and item lists cut to the runtime's caps (a shallow copy)."""
+    bounded: dict[str, Any] = {}
+    for name, field_value in description.items():
+        if isinstance(field_value, str):
+            field_value = field_value[:MAX_STRING]
+        elif isinstance(field_value, list):
+            field_value = field_value[:MAX_ITEMS]
+        bounded[name] = field_value
+    return bounded
 
 
 def _key(value: Any) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from grader.authoring import Cells, make_notebook, write_notebook
 
+HOSTILE_MARKER = "llm-grader-hostile-left-behind"  # a file name no kernel may leave in the machine's /tmp or /dev/shm
 IMPORTS = (
     "code",
     "import os, sys, time, json, signal, socket, ctypes\nimport torch\n"
@@ -31,6 +32,8 @@ class Targets:
     control: Path  # a good submission graded in the same run
     control_secret: str  # a marker only the control notebook holds
     env_secret: str  # the value of an environment variable only the grader has
+    source: Path  # the grader's own source tree (a checkout: .git, the sample submissions)
+    scratch: Path  # the grader's temporary folder, which holds the kernels' folders
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
                     f"    open({str(t.out)!r} + '/' + name + '/results.json', 'w').write(fake)",
                 ),
             ],
-            ("Read-only file system",),
+            ("Permission denied",),
         ),
         Attack(
             "write-local-results",
@@ -93,7 +96,7 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
             "list-output",
             "lists the output folder and the gradebook",
             [IMPORTS, ("code", f"raise RuntimeError(repr(os.listdir({str(t.out)!r})))")],
-            ("RuntimeError: []",),
+            ("FileNotFoundError",),
         ),
         Attack(
             "env-snooping",
@@ -223,8 +226,12 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
         Attack(
             "kill-grader",
             "signals its parent (the grader) and every process it can",
-            [IMPORTS, ("code", "os.kill(os.getppid(), signal.SIGKILL)")],
-            ("PermissionError",),
+            # Its parent lies outside its PID namespace (getppid() is 0: its own process group, where
+            # are only the launcher, another user, and itself, process 1, which SIGKILL from inside spares).
+            [
+                IMPORTS,
+                ("code", "os.kill(os.getppid(), signal.SIGKILL)\nfor pid in range(2, 64):\n    os.kill(pid, signal.SIGKILL)"),
+            ],
         ),
         Attack(
             "escape-daemon",
@@ -262,6 +269,98 @@ def attacks(t: Targets, solution: Cells) -> list[Attack]:
                 ),
             ],
             solution_based=True,
+        ),
+        Attack(
+            "import-grader",
+            "imports the grader, finds the course from grader.__file__ and runs the course's own solution",
+            [
+                IMPORTS,
+                ("code", "import grader\nprint(grader.__file__)"),
+                (
+                    "code",
+                    f"solution = json.load(open({str(t.source / 'submissions' / 'latency' / 'solution.ipynb')!r}))\n"
+                    "exec('\\n'.join(''.join(cell['source']) for cell in solution['cells'] if cell['cell_type'] == 'code'))",
+                ),
+                ("code", f"raise RuntimeError(repr(os.listdir({str(t.source / '.git')!r})))"),
+            ],
+            ("No module named 'grader'", "FileNotFoundError"),
+        ),
+        Attack(
+            "read-cmdlines",
+            "reads every process's command line from /proc (the grader's --seed and paths)",
+            [
+                IMPORTS,
+                (
+                    "code",
+                    "lines = []\nfor pid in os.listdir('/proc'):\n    try:\n"
+                    "        lines.append(open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n"
+                    "    except OSError:\n        pass\nraise RuntimeError(repr(lines))",
+                ),
+            ],
+            ("RuntimeError",),
+        ),
+        Attack(
+            "shm-hog",
+            "fills /dev/shm, which is memory no process maps",
+            [
+                IMPORTS,
+                (
+                    "code",
+                    "for number in range(1000):\n    try:\n"
+                    "        open(f'/dev/shm/hog-{number}', 'wb').write(b'x' * 8 * 1024**2)\n"  # files under the size limit
+                    "    except OSError:\n        time.sleep(0.5)",
+                ),
+            ],
+            ("used more than 1536 MiB",),
+        ),
+        Attack(
+            "leave-files",
+            "leaves files in /tmp and /dev/shm and a process that keeps writing them",
+            [
+                IMPORTS,
+                (
+                    "code",
+                    f"open('/tmp/{HOSTILE_MARKER}', 'w').write('left')\nopen('/dev/shm/{HOSTILE_MARKER}', 'w').write('left')\n"
+                    "if os.fork() == 0:\n    os.setsid()\n    while True:\n"
+                    f"        open('/tmp/{HOSTILE_MARKER}-late', 'w').write('late')\n        time.sleep(0.2)\n",
+                ),
+            ],
+        ),
+        Attack(
+            "walk-up",
+            "lists the folders above its own working folder, where the submissions, the output and the course lie",
+            [IMPORTS, ("code", f"raise RuntimeError(repr(sorted(os.listdir({str(t.scratch.parent)!r}))))")],
+            ("RuntimeError: ['tmp']",),
+        ),
+        Attack(
+            "own-namespace",
+            "makes a user namespace of its own, where it could mount a tmpfs that nothing counts",
+            [
+                IMPORTS,
+                (
+                    "code",
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "if libc.unshare(0x10000000 | 0x20000) != 0:\n"
+                    "    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n",
+                ),
+            ],
+            ("Operation not permitted",),
+        ),
+        Attack(
+            "huge-prompt",
+            "lifts the runtime's string cap and returns an 8 MB text for the grader to tokenize",
+            [
+                IMPORTS,
+                (
+                    "code",
+                    "for name, module in list(sys.modules.items()):\n"
+                    "    if name.startswith('_llm_grader_runtime_'):\n"
+                    "        module.MAX_STRING = 10**9\n        module.MAX_CAPTURE = 10**9\n"
+                    "def generate_text_and_time(model, tokenizer, prompt, max_new_tokens):\n"
+                    "    print('noise ' * 1_000_000)\n"
+                    "    return prompt + ' Paris' * 1_400_000, 0.5\n",
+                ),
+            ],
         ),
     ]
     v3 = {

@@ -13,6 +13,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,13 @@ from grader.authoring import make_notebook, write_notebook
 from grader.sandbox import KERNEL_UID_BASE
 from grader.zoo import ModelZoo
 from tests.contract import run_grade
-from tests.hostile import Attack, Targets, write_corpus
+from tests.hostile import HOSTILE_MARKER, Attack, Targets, write_corpus
 
 ENV_SECRET = "grader-env-secret-7f3a9c"
 CONTROL_SECRET = "control-secret-51d2e8"
 LIMITS = "limits:\n  cell_timeout_s: 180\n  notebook_timeout_s: 900\n  call_timeout_s: 60\n"
 SMALL_LIMITS = (
-    "limits:\n  cell_timeout_s: 15\n  notebook_timeout_s: 120\n  call_timeout_s: 30\n  memory_mib: 1536\n"
+    "limits:\n  cell_timeout_s: 30\n  notebook_timeout_s: 120\n  call_timeout_s: 30\n  memory_mib: 1536\n"
     "  max_processes: 128\n  max_file_mib: 16\n  max_output_kib: 64\n  max_notebook_mib: 2\n"
 )
 
@@ -61,6 +62,34 @@ def kernel_processes() -> list[psutil.Process]:
             if not owners:
                 found.append(process)
     return found
+
+
+class PeakMemory:
+    """The largest RSS any of the grader's own processes (not a kernel, not a launcher) reached
+    while it ran, sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(0.2):
+            for process in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    command = " ".join(process.cmdline())
+                    if process.uids().real >= KERNEL_UID_BASE or "launcher" in command or "ipykernel" in command:
+                        continue
+                    self.bytes = max(self.bytes, process.memory_info().rss)
 
 
 @pytest.fixture(scope="module")
@@ -94,22 +123,29 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
     solution = ptq_sources.solution_cells()
     control = folder / "control.ipynb"
     write_notebook(control, make_notebook("ptq-bnb", [*solution, ("code", f"# {CONTROL_SECRET}")]))
-    targets = Targets(out, course, control, CONTROL_SECRET, ENV_SECRET)
+    scratch = base / "tmp"  # the grader's temporary folder, next to everything the kernels must not see
+    scratch.mkdir()
+    targets = Targets(out, course, control, CONTROL_SECRET, ENV_SECRET, source=root, scratch=scratch)
     corpus = write_corpus(folder, targets, solution)
-    watched = (course, folder, zoo.cache_dir, root / "grader")
+    watched = (course, folder, zoo.root, root / "grader")  # this zoo only: others share the cache folder
     before = digests(*watched)
-    completed = run_grade(
-        str(folder),
-        "--out",
-        str(out),
-        "--course",
-        str(course),
-        "--workers",
-        "2",
-        env={"GRADER_TEST_SECRET": ENV_SECRET},
-        check=False,  # the exit status is a test of its own
-    )
+    with PeakMemory() as peak:
+        completed = run_grade(
+            str(folder),
+            "--out",
+            str(out),
+            "--course",
+            str(course),
+            "--workers",
+            "2",
+            env={"GRADER_TEST_SECRET": ENV_SECRET, "TMPDIR": str(scratch)},
+            check=False,  # the exit status is a test of its own
+        )
     return {
+        "peak_bytes": peak.bytes,
+        # The kernels' folders (the grader's own torch may keep a compile cache there).
+        "scratch_left": sorted(path.name for path in scratch.glob("llm-grader-*")),
+        "markers_left": [str(path) for folder in (Path("/tmp"), Path("/dev/shm")) for path in folder.glob(f"{HOSTILE_MARKER}*")],
         "completed": completed,
         "out": out,
         "corpus": corpus,
@@ -144,7 +180,9 @@ def test_the_grader_exits_normally_and_grades_every_submission(run: dict[str, An
 
 def test_the_control_keeps_full_marks(run: dict[str, Any]) -> None:
     control = results(run, "control")
-    assert control["score"] == 25 and control["extra_data"]["error"] is None
+    lost = {test["name"]: test["output"][:600] for test in control["tests"] if test["score"] < test["max_score"]}
+    lost["cell problems"] = [problem["message"] for problem in control["extra_data"].get("cell_problems", [])]
+    assert control["score"] == 25 and control["extra_data"]["error"] is None, lost
     assert "ran as its own unprivileged user" in " ".join(control["extra_data"]["notes"])
 
 
@@ -192,3 +230,21 @@ def test_huge_outputs_are_cut_and_bad_links_are_not_followed(run: dict[str, Any]
     assert page.stat().st_size < 1024**2
     assert "link-to-solution" not in {path.parent.name for path in run["out"].glob("*/results.json")}
     assert "outside" in (run["out"] / "summary.html").read_text()
+
+
+def test_nothing_is_left_in_tmp_or_dev_shm(run: dict[str, Any]) -> None:
+    """Each kernel had /tmp and /dev/shm of its own, gone with it; its folders were removed."""
+    assert run["markers_left"] == []
+    assert run["scratch_left"] == []
+
+
+def test_no_kernel_sees_the_graders_command_line(run: dict[str, Any]) -> None:
+    said = everything_said(results(run, "read-cmdlines"))
+    assert "ipykernel_launcher" in said  # it read its own
+    for secret in ("--seed", str(run["out"]), "multiprocessing"):
+        assert secret not in said, secret
+
+
+def test_the_graders_memory_stays_bounded(run: dict[str, Any]) -> None:
+    """An 8 MB answer, a 40 MB print and a gigabyte of /dev/shm cost the grader's processes little."""
+    assert 0 < run["peak_bytes"] < 1.5 * 1024**3, run["peak_bytes"] / 1024**2

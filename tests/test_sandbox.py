@@ -6,40 +6,75 @@ The whole of it, against real attacks, is in ``test_hostile.py``.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
+from grader.batch import _hidden_from_kernels
 from grader.checks import load_registry
 from grader.course import Course
 from grader.errors import RubricError
 from grader.execute import KernelSession
-from grader.grading import Grader, GradingSettings
+from grader.grading import Grader, GradingSettings, kernel_view_for
 from grader.harness import Harness, literal
 from grader.rubric import Limits
-from grader.sandbox import hideable, inside, kernel_env, launcher_argv
+from grader.sandbox import (
+    Isolation,
+    ResourceWatch,
+    SandboxError,
+    SandboxPolicy,
+    kernel_env,
+    kernel_processes,
+    kernel_view,
+    launcher_argv,
+    python_paths,
+)
+from grader.submissions import Found
 from grader.zoo import ModelZoo
 from tests.conftest import ROOT
 from tests.contract import run_grade
 
 
-def test_hidden_paths_spare_the_kernels_temporary_folder_and_nest_once(tmp_path: Path) -> None:
-    (tmp_path / "course" / "reference").mkdir(parents=True)
-    (tmp_path / "out").mkdir()
-    hidden = hideable(
-        [tmp_path / "course", tmp_path / "course" / "reference", tmp_path / "out", tmp_path / "missing", tmp_path.parent],
-        writable=[tmp_path / "out" / "work"],
-    )
-    assert hidden == (str((tmp_path / "course").resolve()),)  # out holds a writable folder; the rest is inside
+def test_a_kernel_sees_an_allow_list_and_nothing_of_the_course(tmp_path: Path) -> None:
+    course = tmp_path / "course"
+    (course / "reference").mkdir(parents=True)
+    view = kernel_view_for(course, (str(tmp_path / "out"),))
+    shown = [Path(path) for path in view.visible]
+    python = python_paths()
+    for secret in (course, ROOT, ROOT / "submissions", ROOT / ".git", tmp_path / "out", Path.home(), Path("/tmp")):
+        assert not any(path == secret or path in secret.parents for path in shown), secret  # nothing shown holds it
+        # Only the Python environment may lie inside one (a virtual environment in the checkout, pyenv in a home).
+        assert all(path in python for path in shown if secret in path.parents), secret
+    assert view.masks == ()  # the grader's package is nowhere in what is shown
 
 
-def test_the_kernels_python_stays_visible_inside_a_hidden_home(tmp_path: Path) -> None:
-    python = tmp_path / "home" / ".pyenv" / "versions" / "3.11"
-    python.mkdir(parents=True)
-    assert inside([python, tmp_path / "elsewhere"], [str(tmp_path / "home")]) == (str(python.resolve()),)
+def test_a_folder_that_cannot_be_hidden_is_refused_not_dropped() -> None:
+    for folder in (Path("/"), Path("/usr"), Path(sys.prefix)):
+        with pytest.raises(SandboxError, match="cannot be hidden from the students' kernels"):
+            kernel_view([folder])
+
+
+def test_every_submission_folder_stays_hidden_however_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 folders whose common parent holds the grader's temporary folder: none is dropped."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    found = []
+    for number in range(40):
+        path = tmp_path / f"student{number}" / "latency.ipynb"
+        path.parent.mkdir()
+        found.append(Found(f"student{number}", path, student=f"student{number}"))
+    hidden = _hidden_from_kernels(found, tmp_path / "out")
+    assert len(hidden) == 41
+    view = kernel_view_for(ROOT, hidden)
+    assert not any(tmp_path in Path(path).parents or Path(path) in tmp_path.parents for path in view.visible)
 
 
 def test_the_kernel_environment_is_an_allow_list() -> None:
@@ -64,7 +99,16 @@ def test_a_rubric_with_an_unknown_limit_names_it(tmp_path: Path) -> None:
 
 LAUNCHED_CHECK = """
 import os, socket, sys
-assert os.listdir(sys.argv[1]) == [], "the hidden folder is visible"
+assert not os.path.exists(sys.argv[1]), "the hidden folder is visible"
+assert not os.path.exists(sys.argv[2]), "the grader's source is visible"
+assert os.listdir("/tmp") == [os.path.basename(sys.argv[3])] and os.listdir("/dev/shm") == [], "shared scratch is visible"
+assert [name for name in os.listdir("/proc") if name.isdigit()] == ["1"], "other processes are visible"
+try:
+    import grader
+    raise AssertionError("the grader's package can be imported")
+except ImportError:
+    pass
+open("/dev/shm/left-behind", "w").write("x")
 try:
     socket.create_connection(("1.1.1.1", 443), timeout=5)
 except OSError as error:
@@ -74,24 +118,50 @@ except OSError as error:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating namespaces in both ways is only sure to work as root")
 @pytest.mark.parametrize("namespaces", ["root", "user"])
-def test_the_launcher_hides_paths_and_cuts_the_network(tmp_path: Path, namespaces: str) -> None:
+def test_the_launcher_builds_an_allow_listed_root_and_cuts_the_network(tmp_path: Path, namespaces: str) -> None:
     secret = tmp_path / "reference"
     secret.mkdir()
     (secret / "reference.py").write_text("ANSWER = 42")
-    policy = {"namespaces": namespaces, "hidden": [str(secret)], "max_file_bytes": 1024**2}
-    completed = subprocess.run(
-        launcher_argv(policy, [sys.executable, "-c", LAUNCHED_CHECK, str(secret)]), capture_output=True, text=True, timeout=60
+    session = Path(tempfile.mkdtemp(prefix="llm-grader-test-"))
+    (session / "root").mkdir()
+    view = kernel_view_for(tmp_path)
+    policy = SandboxPolicy(Isolation(namespaces, False), visible=view.visible, masks=view.masks).launcher_policy(
+        None, give=[], zoo_view=None, new_root=str(session / "root"), writable=[str(session)]
     )
+    try:
+        command = [sys.executable, "-c", LAUNCHED_CHECK, str(secret), str(ROOT / "grader"), str(session)]
+        completed = subprocess.run(launcher_argv(policy, command), capture_output=True, text=True, timeout=60, cwd=session)
+    finally:
+        shutil.rmtree(session)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "Network is unreachable"
     assert (secret / "reference.py").read_text() == "ANSWER = 42"  # hidden from it, not from the grader
+    assert not Path("/dev/shm/left-behind").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the strongest isolation needs root")
 def test_as_root_each_kernel_gets_a_user_of_its_own(grader: Grader) -> None:
     isolation = grader.sandbox.isolation  # probed with the policy's hidden home, where this Python may live
     assert (isolation.namespaces, isolation.own_user, isolation.warning) == ("root", True, "")
-    assert str(ROOT / "reference") in grader.sandbox.hidden and str(ROOT / "rubrics") in grader.sandbox.hidden
+    assert not any(
+        ROOT in Path(path).parents or Path(path) in ROOT.parents for path in grader.sandbox.visible if path != str(ROOT / ".venv")
+    )
+
+
+def test_the_machines_tmp_is_not_counted_as_a_kernels_memory() -> None:
+    """Until the kernel has entered its own root (a launcher still building it), its /tmp is the
+    machine's: counting that would stop a kernel for memory it does not use."""
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        time.sleep(0.5)
+        processes = {process.pid: process for process in kernel_processes(shell.pid)}
+        assert len(processes) == 2
+        assert ResourceWatch(shell.pid, None, 1024**3, scratch=True)._scratch_bytes(processes) == 0
+    finally:
+        for process in psutil.Process(shell.pid).children():
+            process.kill()
+        shell.kill()
+        shell.wait()
 
 
 def test_huge_outputs_are_cut_to_the_budget(tmp_path: Path) -> None:
@@ -156,3 +226,44 @@ def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: Mo
     notice = "Sandbox warning: GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network. (2 submissions graded so)"
     assert notice in " ".join((completed.stdout + completed.stderr).split())
     assert "GRADER_NO_SANDBOX is set" in (tmp_path / "out" / "summary.html").read_text()
+
+
+def test_a_run_killed_with_kill_9_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Workers, launchers and kernels all die with the run, however it ends, within 15 s."""
+    for name in ("a", "b", "c"):
+        cells = [("code", "import time\nfor _ in range(600):\n    time.sleep(0.5)")]
+        write_notebook(tmp_path / "in" / f"{name}.ipynb", make_notebook("ptq-bnb", cells))
+    scratch = Path(tempfile.mkdtemp(prefix="llm-grader-k9-"))  # short: it holds the kernels' IPC sockets
+    command = [sys.executable, "-m", "grader", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "2"]
+    log = tmp_path / "grade.log"
+    with log.open("w") as output:
+        grade = subprocess.Popen(command, env={**os.environ, "TMPDIR": str(scratch)}, stdout=output, stderr=output)
+    try:
+        deadline = time.monotonic() + 300
+        processes: list[psutil.Process] = []
+        while time.monotonic() < deadline:  # until both workers run a notebook's kernel
+            processes = psutil.Process(grade.pid).children(recursive=True)
+            kernels = [process for process in processes if "ipykernel_launcher" in " ".join(_cmdline(process))]
+            if len(kernels) >= 2:
+                break
+            time.sleep(1)
+        assert len(processes) >= 4, (grade.poll(), log.read_text()[-3000:])
+        time.sleep(10)  # the notebooks are running
+        processes = psutil.Process(grade.pid).children(recursive=True)
+    finally:
+        grade.kill()
+        grade.wait()
+    time.sleep(15)
+    alive = [_cmdline(process) for process in processes if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
+    # (The main process's own folder for unpacked archives cannot go with a kill -9 of it.)
+    left = [path.name for path in scratch.iterdir() if path.name.startswith(("llm-grader-kernel-", "llm-grader-work-"))]
+    shutil.rmtree(scratch, ignore_errors=True)
+    assert alive == []
+    assert left == []  # the kernels' folders went with them
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
