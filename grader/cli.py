@@ -336,12 +336,12 @@ def _grade(
     from grader.submissions import find_submissions
     from grader.zoo import ModelZoo
 
-    ensure_writable(out_dir)
     course = Course(find_course_root(course_dir), load_registry())
     if assignment is not None:
         course.assignment(assignment)
     else:
-        course.all()  # a broken rubric stops the run before anything is graded
+        course.all()  # a broken rubric stops the run before anything is graded (or created)
+    ensure_writable(out_dir)
     discovery = find_submissions(paths, layout=layout, extract_to=unpacked)
     zoo_key = ""
     if not real_models:
