@@ -172,7 +172,7 @@ def hidden_corpus(rng: random.Random, params: CorpusParams) -> tuple[list[str], 
     """
     documents = read_documents(CORPUS_PATH)
     starts = rng.sample(range(len(documents)), rng.randint(*params.long_texts))
-    longs = [" ".join(documents[(s + i) % len(documents)] for i in range(rng.randint(2, 3))) for s in starts]
+    longs = [" ".join(documents[(s + i) % len(documents)] for i in range(rng.randint(1, 4))) for s in starts]
     shorts = [
         " ".join(rng.sample(params.odd_words, rng.randint(2, 4))).capitalize() + "."
         for _ in range(rng.randint(*params.short_texts))
