@@ -21,7 +21,7 @@ from tests.contract import assert_loses_exactly, grade_samples, results
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-exported-not-quantized": ({"ptq-quantized"}, "it was exported but not quantized"),
     "mistake-cache-never-toggled": ({"ablation-settings"}, "use_cache=False never reached model.generate"),
-    "mistake-padding-never-set": ({"ablation-settings"}, "no generate call received left-padded inputs"),
+    "mistake-padding-never-set": ({"ablation-settings"}, "no generate call received right-padded inputs"),
     "mistake-batch-first-sequence": ({"batching-throughput"}, "it counts the tokens of one sequence of the"),
     "mistake-ppx-padding-counted": ({"ppx-loss"}, "counts padding positions in the loss"),
     "mistake-two-takeaways": ({"takeaways"}, "return 3 to 5 takeaway sentences"),
