@@ -257,7 +257,7 @@ def check(
     from grader.zoo import ModelZoo
 
     to_stdout = json_out is not None and str(json_out) == "-"
-    console = Console(stderr=to_stdout)
+    console = Console(stderr=to_stdout, width=_report_width(to_stdout))
     try:
         course = Course(find_course_root(course_dir), load_registry())
         zoo = ModelZoo(cache_dir)

@@ -80,4 +80,4 @@ def test_ptq_feedback_links_the_seeds_docs(graded: Path) -> None:
     output = results(graded, "mistake-exported-not-quantized").by_id()["ptq-quantized"].output
     assert "https://huggingface.co/docs/optimum/onnxruntime/usage_guides/quantization" in output
     page = (graded / "mistake-padding-never-set" / "feedback.html").read_text()
-    assert "left-padded" not in page  # ablation-settings is a hidden check
+    assert "right-padded" not in page  # ablation-settings is a hidden check
