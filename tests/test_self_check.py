@@ -149,7 +149,7 @@ def test_check_in_the_notebook_shows_the_result_under_the_cell(
     saved = tmp_path / "my work-feedback.html"
     assert saved.is_file() and f"The same, as a page: {saved}" in table
     assert '<a href="my work-feedback.html" target="_blank">' in page and "<iframe" in page and "srcdoc=" in page
-    assert "token-weighted mean cross-entropy is 1.071" in page  # the mistake, named in the feedback page
+    assert "token-weighted mean cross-entropy is 2.078" in page  # the mistake, named in the feedback page
     assert "Public checks: 6 / 8 points, some public checks fail." in table and HIDDEN in table
     # The grader ran the notebook in its own kernel, where the check() cell does nothing (no recursion).
     assert "Cell " not in table
