@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from grader.execute import KernelReply, KernelSession
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
-from grader.values import decode
+from grader.values import bounded, decode
 
 RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
 # The largest answer parsed: far above what the runtime's own caps let through, far below what
@@ -313,18 +313,6 @@ def _items(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _bounded_event(event: dict[str, Any]) -> dict[str, Any]:
-    """An instrumentation event within the runtime's caps (its strings and its token-id lists)."""
-    bounded: dict[str, Any] = {}
-    for name, value in event.items():
-        if isinstance(value, str):
-            value = value[:MAX_STRING]
-        elif isinstance(value, list):
-            value = value[:MAX_IDS]
-        bounded[name] = value
-    return bounded
-
-
 def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
     status = answer.get("status", "internal")
     if status not in ("returned", "raised", "missing", "signature", "internal"):
@@ -351,7 +339,7 @@ def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
         wall_s=wall_s,
         stdout=str(answer.get("stdout", ""))[:MAX_CAPTURE],
         stderr=str(answer.get("stderr", ""))[:MAX_CAPTURE],
-        events=tuple(_bounded_event(event) for event in _items(answer.get("events"))[:MAX_EVENTS] if isinstance(event, dict)),
+        events=tuple(bounded(event, MAX_IDS) for event in _items(answer.get("events"))[:MAX_EVENTS] if isinstance(event, dict)),
         start=answer.get("start"),
         end=answer.get("end"),
         raw=answer,

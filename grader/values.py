@@ -125,7 +125,7 @@ def decode(description: Any, depth: int = 0) -> Any:
     runtime's caps: strings of :data:`MAX_STRING` characters, :data:`MAX_ITEMS` items, :data:`MAX_DEPTH` levels)."""
     if not isinstance(description, dict) or "kind" not in description or depth > MAX_DEPTH + 1:
         return Opaque("malformed", type(description).__name__, repr(description)[:200])
-    description = _bounded(description)
+    description = bounded(description)
     kind = description["kind"]
     if kind in ("none", "bool", "int", "str"):
         value = description.get("value")
@@ -224,16 +224,16 @@ def decode_model(description: dict[str, Any]) -> Model:
 MAX_INT_DIGITS = 4_000  # Python's own limit on converting a str to an int
 
 
-def _bounded(description: dict[str, Any]) -> dict[str, Any]:
-    """``description`` with its strings and item lists cut to the runtime's caps (a shallow copy)."""
-    bounded: dict[str, Any] = {}
+def bounded(description: dict[str, Any], max_items: int = MAX_ITEMS) -> dict[str, Any]:
+    """``description`` with its strings and lists cut to the runtime's caps (a shallow copy)."""
+    cut: dict[str, Any] = {}
     for name, field_value in description.items():
         if isinstance(field_value, str):
             field_value = field_value[:MAX_STRING]
         elif isinstance(field_value, list):
-            field_value = field_value[:MAX_ITEMS]
-        bounded[name] = field_value
-    return bounded
+            field_value = field_value[:max_items]
+        cut[name] = field_value
+    return cut
 
 
 def _key(value: Any) -> Any:
