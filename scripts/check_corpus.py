@@ -3,8 +3,9 @@
     .venv/bin/python scripts/check_corpus.py --seed 1 --seed 2 [--assignment latency ...]
 
 For every seed and assignment: one real `grade` run over tests/corpus/<assignment>; every correct
-notebook must keep every automatic point, and every variant of a sample mistake must lose exactly
-the points its sample loses (as tests/test_corpus_<assignment>.py asserts for the tests' seed).
+notebook must keep every automatic point, every variant of a sample mistake must lose exactly
+the points its sample loses, and every cheat the points of the function it cheats on (as
+tests/test_corpus_<assignment>.py asserts for the tests' seed).
 Prints one line per notebook that disagrees and a table of counts; exits 1 if any disagrees.
 """
 
@@ -23,7 +24,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus import CORPUS, also_loses, correct, variants  # noqa: E402
+from tests.corpus import CORPUS, also_loses, cheats, correct, variants  # noqa: E402
 from tests.corpus_checks import assert_full_marks, assert_loses_the_samples_points, assert_written_answers_rejected  # noqa: E402
 
 WRITTEN = {"ptq-bnb": {"mistake-analysis-todo": {f"analysis-{part}" for part in ("memory", "latency", "quality", "tradeoffs")}}}
@@ -50,9 +51,12 @@ def check(assignment: str, seed: int, out: Path) -> tuple[int, int, list[str]]:
     problems: list[str] = []
     mistakes = _mistakes(assignment)
     cases = [(name, None) for name in correct(assignment)] + list(variants(assignment).items())
+    cases += [(name, "") for name in cheats(assignment)]
     for name, mistake in cases:
         try:
-            if mistake is None:
+            if mistake == "":
+                assert_loses_the_samples_points(out, name, cheats(assignment)[name])
+            elif mistake is None:
                 assert_full_marks(out, name)
             elif mistake in WRITTEN.get(assignment, {}):
                 assert_written_answers_rejected(out, name, WRITTEN[assignment][mistake])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.contract import results, run_grade
-from tests.corpus import CORPUS, also_loses, correct, variants
+from tests.corpus import CORPUS, also_loses, cheats, correct, variants
 
 
 def assert_full_marks(out: Path, submission: str) -> None:
@@ -69,8 +69,18 @@ def corpus_tests(
             return
         assert_loses_the_samples_points(graded, submission, mistakes[mistake][0] | also_loses(assignment, submission))
 
+    @pytest.mark.parametrize("submission", sorted(cheats(assignment)))
+    def test_cheat_loses_the_points_it_cheats_for(graded: Path, submission: str) -> None:
+        assert_loses_the_samples_points(graded, submission, cheats(assignment)[submission])
+
     def test_the_corpus_is_big_enough() -> None:
         assert len(correct(assignment)) >= 8
         assert set(variants(assignment).values()) == set(mistakes) | set(written or {})
 
-    return graded, test_correct_notebook_keeps_every_point, test_variant_loses_its_samples_points, test_the_corpus_is_big_enough
+    return (
+        graded,
+        test_correct_notebook_keeps_every_point,
+        test_variant_loses_its_samples_points,
+        test_cheat_loses_the_points_it_cheats_for,
+        test_the_corpus_is_big_enough,
+    )

@@ -2,8 +2,10 @@
 
 Each ``tests/corpus/<assignment>/`` holds at least eight correct notebooks (``correct-*.ipynb``), each
 written as a different student would, and honest variants of every named sample mistake
-(``mistake-<sample>--<variant>.ipynb``: the same mistake spelled another way); ``manifest.json``
-says what each one is. ``build/`` keeps the scripts their authors built them with (not run by tests).
+(``mistake-<sample>--<variant>.ipynb``: the same mistake spelled another way), and cheats
+(``cheat-<what>.ipynb``: the solution with one function changed by a student who has read the grader's
+source, e.g. to ignore its arguments or report invented numbers); ``manifest.json`` says what each one
+is, and for a cheat which checks it must lose. ``build/`` keeps the scripts their authors built them with (not run by tests).
 """
 
 from __future__ import annotations
@@ -38,4 +40,13 @@ def variants(assignment: str) -> dict[str, str]:
         name.removesuffix(".ipynb"): entry["mistake"]
         for name, entry in sorted(manifest(assignment).items())
         if entry["kind"] == "mistake"
+    }
+
+
+def cheats(assignment: str) -> dict[str, set[str]]:
+    """Submission id of each cheat -> the checks it must lose (those of the function it cheats on)."""
+    return {
+        name.removesuffix(".ipynb"): set(entry["loses"])
+        for name, entry in sorted(manifest(assignment).items())
+        if entry["kind"] == "cheat"
     }
