@@ -149,6 +149,7 @@ def test_a_submission_on_stdin_gives_its_results_json_on_stdout(root: Path, tmp_
     assert (tmp_path / "out" / "stdin" / "results.json").exists()
 
 
+@pytest.mark.install
 def test_setup_sh_installs_the_grader_and_its_models_then_run_autograder_grades_with_them(
     source: Path, tmp_path: Path, root: Path
 ) -> None:
