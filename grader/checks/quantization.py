@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.common import screen_answer
 from grader.checks.labels import missing_scenarios
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
 from grader.checks.timing import (
@@ -833,6 +834,10 @@ class ControllerParams(Params):
     batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")
     tokens: list[int] = Field([6, 10], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     takeaways: list[int] = Field([3, 5], min_length=2, max_length=2, description="How many takeaways, at least and at most.")
+    takeaways_question: str = Field(
+        "A short takeaway (3-5 bullets) stating the biggest wins and when they apply.",
+        description="What the takeaways answer (a takeaway that copies or rewords it is flagged).",
+    )
 
 
 def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
@@ -923,6 +928,16 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
                 f"return {low} to {high} takeaway sentences.",
                 expected=f"a list of {low} to {high} sentences",
                 found=kind_of(takeaways),
+            )
+        # Text that copies the question, repeats itself or is filler goes to the instructor, flagged, not passed silently.
+        flags = screen_answer("\n".join(items), params.takeaways_question)
+        if len({" ".join(item.casefold().split()) for item in items}) < len(items):
+            flags = (*flags, "repeats a takeaway") if "repeats itself" not in flags else flags
+        if flags:
+            return Verdict.manual(
+                f"The controller returns {len(items)} takeaways; they go to your instructor, flagged ({'; '.join(flags)}).",
+                answer="\n".join(f"- {item}" for item in items),
+                flags=flags,
             )
         return Verdict.passed(f"The controller returns {len(items)} takeaways.")
     verdict = judge_table(table, sizes, params.function)
