@@ -14,7 +14,15 @@ import pytest
 
 from grader.checks.common import WrittenAnswerParams, screen_answer, written_answer
 from grader.checks.identity import fingerprint_difference
-from grader.checks.ptq_bnb import LoadedConfiguration, declared_kind, event_kind, flag_note, loaded_kind, memory_agrees, name_agrees
+from grader.checks.ptq_bnb import (
+    LoadedConfiguration,
+    declared_kind,
+    event_kind,
+    flag_note,
+    loaded_kind,
+    memory_agrees,
+    name_agrees,
+)
 from grader.values import Model
 
 MB = 1024**2
@@ -133,7 +141,10 @@ QUESTION = "Memory Scaling. Describe how the model's memory footprint scaled as 
         ("Zorblax quindle frampton vexiloid grumptious snarfle wibbly plonkish.", "not words"),
         ("Describe how the models memory footprint scaled as you reduced precision and quantify the reductions.", "copies"),
         ("The memory footprint of the model scaled as precision was reduced, with the reductions being quantified.", "rewords"),
-        ("The model is smaller. The model is smaller. The model is smaller. The model is smaller. The model is smaller.", "repeats"),
+        (
+            "The model is smaller. The model is smaller. The model is smaller. The model is smaller. The model is smaller.",
+            "repeats",
+        ),
     ],
 )
 def test_filler_copied_and_repeated_answers_are_flagged(answer: str, flag: str) -> None:
