@@ -23,6 +23,7 @@ from grader.checks.ptq_bnb import (
     memory_agrees,
     name_agrees,
 )
+from grader.checks.quantization import judge_takeaways
 from grader.values import Model
 
 MB = 1024**2
@@ -103,7 +104,7 @@ def test_names_must_agree_with_what_loaded() -> None:
 
 
 def test_a_row_reports_the_memory_of_the_model_its_configuration_loads() -> None:
-    configuration = LoadedConfiguration(0, "INT8", described(eight=True, int8=8), None, "text", footprint_mb=4.0)
+    configuration = LoadedConfiguration(0, "INT8", described(eight=True, int8=8), None, "text", footprints_mb=(4.0, 4.1))
     assert memory_agrees(5.0, configuration, 1e-3)  # the model's bytes: (4 + 1) MB
     assert memory_agrees(4.0, configuration, 1e-3)  # what the student's own function says of it
     assert not memory_agrees(9.0, configuration, 1e-3)
@@ -171,3 +172,23 @@ def test_a_flagged_answer_goes_to_the_instructor_with_its_flag() -> None:
     assert verdict.outcome == "manual"
     assert verdict.flags and "filler" in verdict.flags[0]
     assert "flagged" in verdict.message
+
+
+def test_filler_takeaways_go_to_the_instructor_flagged() -> None:
+    question = "A short takeaway (3-5 bullets) stating the biggest wins and when they apply."
+    filler = judge_takeaways(["lorem ipsum dolor sit amet"] * 3, [3, 5], question)
+    assert filler.outcome == "manual" and filler.flags
+    assert any("filler" in flag for flag in filler.flags)
+    repeated = judge_takeaways(["Batching helps a lot on a GPU."] * 3, [3, 5], question)
+    assert repeated.outcome == "manual" and repeated.flags
+    real = judge_takeaways(
+        [
+            "INT8 ONNX quantization cut latency by about a third on the CPU with no change in perplexity.",
+            "The KV cache matters most for long generations; without it every step recomputes the prefix.",
+            "Batching raised throughput nearly linearly up to batch size 4, at some cost in per-request latency.",
+        ],
+        [3, 5],
+        question,
+    )
+    assert real.outcome == "passed", real.message
+    assert judge_takeaways(["too short"], [3, 5], question).outcome == "failed"

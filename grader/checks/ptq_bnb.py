@@ -18,7 +18,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
-from grader.harness import handle, model, model_spec
+from grader.harness import CallOutcome, handle, model, model_spec
 from grader.replay import reference_side
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -361,11 +361,13 @@ def flag_note(model: Model) -> str:
     if kind == "partial":
         return (
             f"only {(model.layers.get('int8') or 0) + (model.layers.get('4bit') or 0)} of its {total} linear layers are "
-            "quantized (llm_int8_skip_modules?)"
+            "quantized: does llm_int8_skip_modules skip them?"
         )
     if (model.loaded_in_8bit or model.loaded_in_4bit) and kind in FLOAT_KINDS.values():
         flag = "is_loaded_in_8bit" if model.loaded_in_8bit else "is_loaded_in_4bit"
-        return f"{flag} is set, but none of its {total} linear layers holds quantized weights (llm_int8_skip_modules?)"
+        return (
+            f"{flag} is set, but none of its {total} linear layers holds quantized weights: does llm_int8_skip_modules skip them?"
+        )
     return ""
 
 
@@ -412,7 +414,7 @@ class LoadedConfiguration:
     model: Model | None
     error: str | None
     generated: str | None
-    footprint_mb: float | None = None  # the student's get_model_memory_footprint on this model, if it returned a number
+    footprints_mb: tuple[float, ...] = ()  # the student's get_model_memory_footprint on this model (before, after generating)
 
     def loaded_as(self) -> str | None:
         """What the loaded model really is (see :func:`loaded_kind`); None if it failed to load."""
@@ -427,6 +429,14 @@ class LoadedConfiguration:
     def true_footprint_mb(self) -> float | None:
         """The bytes of the loaded model's parameters and buffers, in MB."""
         return (self.model.parameter_bytes + self.model.buffer_bytes) / MB if self.model is not None else None
+
+
+def _footprint(outcome: CallOutcome) -> float | None:
+    """The number of MB a footprint call returned (None if it returned none)."""
+    value = outcome.value if outcome.ok else None
+    if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
+        value = value.values[0]
+    return float(value) if is_number(value) else None  # type: ignore[arg-type]
 
 
 def loaded_configurations(context: CheckContext, params: ConfigurationParams) -> list[LoadedConfiguration]:
@@ -474,14 +484,13 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
             error = str(outcome.exception) if outcome.exception else outcome.message
             loaded.append(LoadedConfiguration(index, item["name"], None, error, None))
             continue
-        generated = harness.generate(handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s)
-        # What the student's own footprint function says of this model: a table row may report it
+        # What the student's own footprint function says of this model, before and after it generates
+        # (bitsandbytes repacks 4-bit weights on a CPU's first forward): a table row may report either
         # (a wrong formula is charged by the memory checks, not again by the table's).
-        measured = harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s)
+        before = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
+        generated = harness.generate(handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s)
+        after = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
         harness.release([handle_name])
-        footprint = measured.value if measured.ok else None
-        if isinstance(footprint, Tensor) and footprint.values is not None and len(footprint.values) == 1:
-            footprint = footprint.values[0]
         loaded.append(
             LoadedConfiguration(
                 index,
@@ -489,7 +498,7 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
                 outcome.value if isinstance(outcome.value, Model) else None,
                 None if generated.ok else f"generating failed: {generated.exception or generated.message}",
                 generated.value if generated.ok else None,
-                float(footprint) if is_number(footprint) else None,  # type: ignore[arg-type]
+                tuple(value for value in (before, after) if value is not None),
             )
         )
     context.memo[key] = tuple(loaded)
@@ -653,17 +662,22 @@ def _same_text(text: str) -> str:
 def generated_texts(context: CheckContext, hub_id: str, events: list[dict[str, Any]]) -> dict[str | None, set[str]]:
     """Every text a correct decode of the notebook's generate calls can give, by the kind of model that generated it."""
     texts: dict[str | None, set[str]] = {}
+    tokenizer = context.models.tokenizer(hub_id)
     for event in events:
         if not event.get("output_ids"):
             continue
-        for variant in decoded_variants(context, hub_id, event).values():
-            texts.setdefault(event_kind(event), set()).add(_same_text(variant))
+        variants = set(decoded_variants(context, hub_id, event).values())
+        # The prompt alone too: a generate_text_and_time that decodes its inputs is charged in generate-output,
+        # not again here (its table honestly holds what it returned).
+        prompt_ids = list(event["output_ids"])[: (event.get("input_shape") or [0, 0])[-1]]
+        variants |= {tokenizer.decode(prompt_ids, skip_special_tokens=skip) for skip in (True, False)}
+        texts.setdefault(event_kind(event), set()).update(_same_text(variant) for variant in variants)
     return texts
 
 
 def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_tolerance: float) -> bool:
     """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint function says of it."""
-    candidates = [configuration.true_footprint_mb(), configuration.footprint_mb]
+    candidates = [configuration.true_footprint_mb(), *configuration.footprints_mb]
     return any(value is not None and math.isclose(reported, value, rel_tol=rel_tolerance) for value in candidates)
 
 

@@ -242,8 +242,11 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
     config = getattr(model, "config", None)
     sizes = {name: getattr(config, name) for name in SHAPE_FIELDS if isinstance(getattr(config, name, None), (int, str))}
     try:
-        weight = model.get_input_embeddings().weight
-        values = [float(value) for value in weight.detach().flatten()[:FINGERPRINT_VALUES].float().cpu().tolist()]
+        # Values spread over the whole embedding (not only its first row): patching a few of them onto
+        # another model does not make it this one.
+        flat = model.get_input_embeddings().weight.detach().flatten()
+        step = max(1, flat.numel() // FINGERPRINT_VALUES)
+        values = [float(value) for value in flat[::step][:FINGERPRINT_VALUES].float().cpu().tolist()]
     except Exception:  # no embedding to read: the sizes alone
         values = []
     return {"sizes": sizes, "embedding": values}
