@@ -96,7 +96,7 @@ def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
                 wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
             other = other_model(context, loaded_model, model_id)
             if other:
-                wrong["model"] = f"a model other than {model_id!r} ({other})"
+                wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
             if wrong:
                 found = ", ".join(f"{part} from {name}" for part, name in wrong.items())
                 return Verdict.failed(
