@@ -420,6 +420,7 @@ def _check_result(check: CheckSpec, kind: CheckKind, verdict: Verdict, duration_
         answer=verdict.answer,
         data=dict(verdict.data),
         duration_s=duration_s,
+        flags=tuple(verdict.flags),
     )
 
 

@@ -49,6 +49,7 @@ class CheckResult:
     answer: str | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    flags: tuple[str, ...] = ()  # what the instructor should look at in a written answer (filler, a copied question)
 
     @property
     def automatic(self) -> bool:
@@ -166,6 +167,7 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
                 "device": check.device,
                 "points": check.points,
                 **({"answer": check.answer} if check.answer is not None else {}),
+                **({"flags": list(check.flags)} if check.flags else {}),
                 **({"details": list(check.details)} if check.details else {}),
                 **({"data": dict(check.data)} if check.data else {}),
             },

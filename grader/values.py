@@ -89,6 +89,10 @@ class Model:
     parameter_dtypes: tuple[str, ...] = ()
     name_or_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # Linear layers by how their weights are stored: "int8", "4bit", "float" counts and "quant_types".
+    layers: dict[str, Any] = field(default_factory=dict)
+    # Config sizes ("sizes") and first input-embedding values ("embedding"): which weights these are.
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
     @property
     def quant_type(self) -> str | None:
@@ -218,7 +222,16 @@ def decode_model(description: dict[str, Any]) -> Model:
         linear_types=tuple(description.get("linear_types", ())),
         parameter_dtypes=tuple(description.get("parameter_dtypes", ())),
         name_or_path=str(description.get("name_or_path", "")),
+        layers=_plain_dict(description.get("layers")),
+        fingerprint=_plain_dict(description.get("fingerprint")),
     )
+
+
+def _plain_dict(value: Any) -> dict[str, Any]:
+    """A small JSON object from the runtime kept as is (strings cut, lists bounded); {} if it is not one."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): bounded(item) if isinstance(item, dict) else item for key, item in bounded(value).items()}
 
 
 MAX_INT_DIGITS = 4_000  # Python's own limit on converting a str to an int

@@ -57,6 +57,20 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
             "",
         ),
         ('"Memory (MB)": memory_mb,', '"Memory": memory_mb,'),
+        # Filler for one written answer, the question reworded for another (both flagged, not rejected).
+        (
+            "Latency did not decrease: on the CPU",
+            "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore "
+            "magna aliqua. <!-- on the CPU",
+        ),
+        ("with large models on a GPU.", "with large models on a GPU. -->"),
+        (
+            "Under greedy decoding all four",
+            "Based on my subjective review of the outputs for each prompt and precision, I started to observe significant "
+            "degradation in output quality (coherence, relevance, repetitiveness) at some point, for example in the outputs. "
+            "<!-- all four",
+        ),
+        ("while NF4 stayed closest to FP32.", "while NF4 stayed closest to FP32. -->"),
     ],
     # torch.cuda.synchronize() called on the CPU too; MB computed as 10**6 bytes; the INT8
     # configuration asks for a GPU that is not there.
@@ -223,6 +237,16 @@ def test_answer_too_short_fails(bundles) -> None:
     assert result == "failed"
     assert "3 words of your own" in message
     assert outcome(bundles, "warmup-oldstyle-short", "analysis-latency")[0] == "manual"
+
+
+def test_filler_and_reworded_answers_are_flagged_for_the_instructor(bundles) -> None:
+    result = bundles["hardcoded-noint8-column"]
+    filler, reworded, real = (check(result, f"analysis-{part}") for part in ("latency", "quality", "memory"))
+    assert filler.outcome == reworded.outcome == "manual"  # the instructor decides; the grader only flags
+    assert any("filler" in flag for flag in filler.flags), filler.flags
+    assert any("question" in flag for flag in reworded.flags), reworded.flags
+    assert "flagged" in filler.message
+    assert real.outcome == "manual" and not real.flags
 
 
 def test_missing_analysis_section_fails(bundles) -> None:

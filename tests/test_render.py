@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 from grader.execute import CellProblem
 from grader.render import render_feedback, render_summary
@@ -66,3 +67,29 @@ def test_students_do_not_see_hidden_checks() -> None:
 def test_scores_separate_automatic_and_hand_graded_points() -> None:
     graded = result()
     assert (graded.score, graded.max_score, graded.manual_points, graded.manual_max) == (2, 4, 2, 2)
+
+
+def test_a_flagged_written_answer_shows_its_flag_to_the_instructor() -> None:
+    flagged = dataclasses.replace(
+        result(),
+        checks=(
+            CheckResult(
+                check_id="essay",
+                name="Check essay",
+                target="analysis",
+                kind="written_answer",
+                visibility="public",
+                device="any",
+                points=2,
+                score=0,
+                outcome="manual",
+                message="by hand, flagged",
+                graded_by="instructor",
+                answer="lorem ipsum dolor sit amet",
+                flags=("filler text (lorem ipsum or placeholder words)",),
+            ),
+        ),
+    )
+    summary = render_summary([flagged])
+    assert "1 flagged" in summary and "⚑ filler text" in summary
+    assert "Flagged for the instructor: filler text" in render_feedback(flagged, "instructor")

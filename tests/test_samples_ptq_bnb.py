@@ -105,7 +105,8 @@ def test_hidden_checks_are_after_published_and_out_of_the_student_page(graded: P
 def test_feedback_explains_the_lost_points_with_hint_and_link(graded: Path) -> None:
     page = (graded / "mistake-memory-no-buffers" / "feedback.html").read_text()
     assert "leaves out the model&#39;s buffers" in page
-    assert "Expected" in page and "8.014 MB" in page
+    # The public memory check measures float32 distilgpt2, a model the notebook never loads (its value may be shown).
+    assert "Expected" in page and "6.257 MB" in page
     assert "https://discuss.pytorch.org/t/finding-model-size/130275" in page
     assert "Hint:" in page
 

@@ -42,6 +42,7 @@ class Verdict:
     fraction: float | None = None  # partial credit; None means all (passed) or nothing
     details: tuple[str, ...] = ()
     answer: str | None = None  # a written answer, for manual grading
+    flags: tuple[str, ...] = ()  # what the instructor should look at in a written answer (filler, a copied question)
     data: Mapping[str, Any] = field(default_factory=dict)  # instructor-only facts, JSON-safe
 
     @classmethod

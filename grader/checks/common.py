@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -81,6 +82,76 @@ def _own_words(text: str, prompt: str) -> list[str]:
     return answer.split()
 
 
+# The words of the classic placeholder text that are not English words too ("in", "do", "non" are
+# left out): an answer made of them says nothing.
+LOREM_IPSUM = frozenset(
+    [
+        "lorem", "ipsum", "dolor", "amet", "consectetur", "adipiscing", "elit", "eiusmod", "tempor", "incididunt",
+        "ut", "labore", "dolore", "magna", "aliqua", "enim", "minim", "veniam", "quis", "nostrud", "exercitation",
+        "ullamco", "laboris", "nisi", "aliquip", "commodo", "consequat", "duis", "aute", "irure", "reprehenderit",
+        "voluptate", "velit", "esse", "cillum", "fugiat", "nulla", "pariatur", "excepteur", "sint", "occaecat",
+        "cupidatat", "proident", "culpa", "officia", "deserunt", "mollit", "anim", "laborum",
+    ]
+)  # fmt: skip
+PLACEHOLDER_WORDS = frozenset(["asdf", "qwerty", "blah", "foo", "baz", "xxx", "tbd", "todo", "placeholder"])
+FILLER_SHARE = 0.3  # of an answer's words from placeholder text: far above what a real answer quotes
+UNKNOWN_SHARE = 0.5  # of its words in no English word list (wordfreq): gibberish, not technical terms
+COPY_RATIO = 0.75  # difflib similarity to the question's own text above which the answer copies it
+REWORD_SHARE = 0.7  # of the answer's content words taken from the question: a reworded question (real ones: 0.3 at most)
+COMMON_ZIPF = 6.0  # wordfreq's frequency of English's commonest words, left out of the content words
+REPEATED_TRIGRAMS = 0.5  # distinct word trigrams per trigram below which the answer repeats itself
+SCREEN_MIN_WORDS = 6
+
+
+def _content_stems(words: list[str]) -> set[str]:
+    """Words of 4 letters or more that are not among English's most common ("with", "have"), cut to their first
+    5 letters (a crude stem: "scaled" and "scaling" agree)."""
+    from wordfreq import zipf_frequency  # a dependency already (the zoo's tokenizer is trained on its word list)
+
+    return {word[:5] for word in words if len(word) >= 4 and word.isalpha() and zipf_frequency(word, "en") < COMMON_ZIPF}
+
+
+def _plain_words(text: str) -> list[str]:
+    """The words of a text, lower case, without their punctuation or a possessive 's."""
+    words = (word.casefold().strip(".'’-").removesuffix("'s").removesuffix("’s") for word in _words(text))
+    return [word for word in words if word]
+
+
+def screen_answer(answer: str, question: str) -> tuple[str, ...]:
+    """What an instructor should know about a written answer before grading it: it copies or rewords the
+    question, repeats itself, or is filler. Empty for an answer that reads as the student's own.
+
+    Only flags: a flagged answer still goes to the instructor, who decides (the grader cannot judge meaning).
+    """
+    words = _plain_words(answer)
+    if len(words) < SCREEN_MIN_WORDS:
+        return ()
+    flags: list[str] = []
+    letters = [word for word in words if word.isalpha()]
+    filler = sum(1 for word in letters if word in LOREM_IPSUM or word in PLACEHOLDER_WORDS)
+    if letters and filler / len(letters) >= FILLER_SHARE:
+        flags.append("filler text (lorem ipsum or placeholder words)")
+    elif letters:
+        from wordfreq import zipf_frequency  # a dependency already (the zoo's tokenizer is trained on its word list)
+
+        unknown = sum(1 for word in letters if len(word) >= 3 and zipf_frequency(word, "en") < 1.5)
+        if unknown / len(letters) >= UNKNOWN_SHARE:
+            flags.append("mostly not words (gibberish)")
+    question_text = " ".join(_plain_words(question))
+    answer_text = " ".join(words)
+    if question_text and difflib.SequenceMatcher(None, answer_text, question_text, autojunk=False).ratio() >= COPY_RATIO:
+        flags.append("copies the question")
+    else:
+        stems = _content_stems(words)
+        question_stems = _content_stems(question_text.split())
+        if len(stems) >= 3 and question_stems and len(stems & question_stems) / len(stems) >= REWORD_SHARE:
+            flags.append("rewords the question (almost every word comes from it)")
+    trigrams = list(zip(words, words[1:], words[2:], strict=False))
+    if len(trigrams) >= 10 and len(set(trigrams)) / len(trigrams) < REPEATED_TRIGRAMS:
+        flags.append("repeats itself")
+    return tuple(flags)
+
+
 def loose_cells(notebook: Any, heading: str) -> list[str]:
     """Markdown cells of a section after its first that hold no TODO: answers written in cells of their own."""
     return [cell for cell in section_cells(notebook, heading)[1:] if not re.search(r"\bTODO\b", cell)]
@@ -130,7 +201,10 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             found=f"{len(words)} words",
             answer=text,
         )
+    flags = screen_answer(text, f"{params.question}. {params.prompt}")
     return Verdict.manual(
-        f"Your answer to '{params.question}' ({len(words)} words) goes to your instructor, who grades it by hand.",
+        f"Your answer to '{params.question}' ({len(words)} words) goes to your instructor, who grades it by hand"
+        + (f", flagged ({'; '.join(flags)})." if flags else "."),
         answer=LIST_MARKER.sub("", text),
+        flags=flags,
     )

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
+from grader.checks.identity import other_model
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
@@ -259,22 +260,28 @@ def latency_loader(context: CheckContext, params: LoaderParams) -> Verdict:
     if params.expect == "fallthrough":
         candidates = [_missing_id(context, params, 0), params.model_id]
         _, loaded_model, model_id, _ = _loaded(context, params, candidates)
-        if model_id != params.model_id or loaded_model.name_or_path != params.model_id:
+        other = other_model(context, loaded_model, params.model_id)  # its weights, not the name it carries
+        if model_id != params.model_id or other:
+            model_text = f"another model ({other})" if other else f"the {params.model_id!r} model"
             return Verdict.failed(
-                f"With candidates {candidates!r}, the loader returned model_id {model_id!r} and a model from "
-                f"{loaded_model.name_or_path!r}: the first id that loads ({params.model_id!r}) should win.",
+                f"With candidates {candidates!r}, the loader returned model_id {model_id!r} and {model_text}: "
+                f"the first id that loads ({params.model_id!r}) should win.",
                 expected=params.model_id,
-                found=f"model_id {model_id!r}, model from {loaded_model.name_or_path!r}",
+                found=f"model_id {model_id!r}, {model_text}",
             )
         return Verdict.passed(f"A candidate that does not exist falls through to the next ({params.model_id!r}).")
 
     if params.expect == "same_id":
         candidates = [params.model_id, "gpt2" if params.model_id != "gpt2" else "distilgpt2"]
         loaded_tokenizer, loaded_model, model_id, _ = _loaded(context, params, candidates)
-        names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
-        wrong = {part: name for part, name in names.items() if name != model_id}
-        if wrong or model_id != params.model_id:
-            found = ", ".join(f"{part} from {name!r}" for part, name in names.items()) + f", model_id {model_id!r}"
+        # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+        other = other_model(context, loaded_model, params.model_id)
+        names = {
+            "tokenizer": repr(loaded_tokenizer.name_or_path),
+            "model": f"another id than {params.model_id!r} ({other})" if other else repr(params.model_id),
+        }
+        if loaded_tokenizer.name_or_path != params.model_id or other or model_id != params.model_id:
+            found = ", ".join(f"{part} from {name}" for part, name in names.items()) + f", model_id {model_id!r}"
             return Verdict.failed(
                 f"With candidates {candidates!r}, the tokenizer and the model do not both come from the returned id: "
                 "load both from the candidate being tried, or the tokenizer's ids will not match the model's vocabulary.",

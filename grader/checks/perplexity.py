@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.identity import other_model
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
 from grader.harness import CallOutcome, literal, model, model_spec
 from grader.quiet import quiet_libraries
@@ -89,10 +90,15 @@ def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
         for model_id in [params.model_id, *params.more_ids]:
             asked = params.model_copy(update={"model_id": model_id})
             loaded_tokenizer, loaded_model = _loaded(context, asked)
-            names = {"tokenizer": loaded_tokenizer.name_or_path, "model": loaded_model.name_or_path}
-            wrong = {part: name for part, name in names.items() if name != model_id}
+            # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+            wrong = {}
+            if loaded_tokenizer.name_or_path != model_id:
+                wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
+            other = other_model(context, loaded_model, model_id)
+            if other:
+                wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
             if wrong:
-                found = ", ".join(f"{part} from {name!r}" for part, name in wrong.items())
+                found = ", ".join(f"{part} from {name}" for part, name in wrong.items())
                 return Verdict.failed(
                     f"{asked.call_text} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
                     "or the tokenizer's ids will not match the model's vocabulary.",

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
-from grader.harness import model, model_spec
+from grader.harness import CallOutcome, handle, model, model_spec
 from grader.replay import reference_side
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -31,11 +31,23 @@ MB = 1024**2
 # --------------------------------------------------------------------------------------
 
 
+Dtype = Literal["auto", "float32", "float16", "bfloat16"]
+
+
 class MemoryParams(Params):
-    """Which model the student's function measures."""
+    """Which model the student's function measures (a hidden check draws it from lists at grading time)."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
     quantization: Quantization = Field("none", description="bitsandbytes quantization of the model.")
+    dtype: Dtype = Field(
+        "auto", description="dtype of the model (for bitsandbytes: of the layers it leaves unquantized); auto: the runtime's."
+    )
+    models: list[str] = Field(
+        default_factory=list, description="If given, the hub ID is drawn from these at grading time (instead of model)."
+    )
+    dtypes: list[Dtype] = Field(
+        default_factory=list, description="If given, the dtype is drawn from these at grading time (instead of dtype)."
+    )
     function: str = Field("get_model_memory_footprint", description="The student's function.")
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
@@ -69,8 +81,10 @@ def footprint_mistakes(reference_model: Any) -> dict[str, tuple[float, str]]:
 
 @check_kind("memory_footprint", MemoryParams)
 def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
-    """The student's memory footprint equals the reference's on the same model."""
-    spec = model_spec(params.model, params.quantization)
+    """The student's memory footprint equals the reference's on the same model (hidden: one the notebook never loaded)."""
+    hub_id = context.rng.choice(params.models) if params.models else params.model
+    dtype = context.rng.choice(params.dtypes) if params.dtypes else params.dtype
+    spec = model_spec(hub_id, params.quantization, dtype=dtype)
     outcome = context.call(params.function, model(spec))
     value = context.returned(outcome, params.function)
     if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
@@ -85,22 +99,31 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
     expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
     # Asked before judging, not only on a wrong value: a student kit replays what the solution asked.
     mistakes = context.expected(footprint_mistakes, reference_model)
-    label = {"none": "float32", "int8": "INT8", "nf4": "NF4 4-bit", "fp4": "FP4 4-bit"}[params.quantization]
+    label = {"none": "", "int8": "INT8 ", "nf4": "NF4 4-bit ", "fp4": "FP4 4-bit "}[params.quantization]
+    if dtype != "auto":
+        label += f"{dtype} " if params.quantization == "none" else f"({dtype} elsewhere) "
+    what = f"the {label}{hub_id} model"
     found = float(value)
-    data = {"expected_mb": expected, "found_mb": found}
+    data = {"model": hub_id, "quantization": params.quantization, "dtype": dtype, "expected_mb": expected, "found_mb": found}
     if math.isclose(found, expected, rel_tol=params.rel_tolerance):
-        return Verdict.passed(f"On the {label} model you report {number(found, 'MB')}, as expected.", data=data)
+        return Verdict.passed(f"On {what} you report {number(found, 'MB')}, as expected.", data=data)
+    # A hidden check names the mistake, never the value: the model it drew is one a later run may draw again.
+    hidden = context.check.visibility == "hidden"
+    takes = "" if hidden else f" {number(expected, 'MB')}"
+    expected_text = "its parameter and buffer bytes / 1024**2 (withheld: a hidden check)" if hidden else number(expected, "MB")
     for name, (mistake, explanation) in mistakes.items():
         if mistake > 0 and math.isclose(found, mistake, rel_tol=params.rel_tolerance):
             return Verdict.failed(
-                f"On the {label} model your function returns {number(found, 'MB')}, but the model takes {number(expected, 'MB')}: it {explanation}.",
-                expected=number(expected, "MB"),
+                f"On {what} your function returns {number(found, 'MB')}, but the model takes{takes or ' another amount'}: it {explanation}.",
+                expected=expected_text,
                 found=number(found, "MB"),
                 data={**data, "mistake": name},
             )
     return Verdict.failed(
-        f"On the {label} model your function returns {number(found, 'MB')}, but its parameters and buffers take {number(expected, 'MB')}.",
-        expected=number(expected, "MB"),
+        f"On {what} your function returns {number(found, 'MB')}, but its parameters and buffers take"
+        + (takes if not hidden else " another amount (a hidden check, on a model your notebook never loaded)")
+        + ".",
+        expected=expected_text,
         found=number(found, "MB"),
         data=data,
     )
@@ -297,13 +320,76 @@ LOADED_AS = {
     "nf4": "a 4-bit NF4 bitsandbytes model",
     "fp4": "a 4-bit FP4 bitsandbytes model",
     "4bit": "a 4-bit bitsandbytes model",
+    "partial": "a partly quantized model",
 }
 NAME_HINTS = {
     "int8": ("int8", "8bit", "8-bit", "8 bit"),
-    "nf4": ("nf4",),
+    "nf4": ("nf4", "normalfloat", "normal float"),
     "fp4": ("fp4",),
-    "baseline": ("baseline", "fp32", "fp16", "float32", "float16"),
+    "baseline": ("baseline", "fp32", "fp16", "bf16", "float32", "float16", "bfloat16", "full precision"),
 }
+FLOAT_KINDS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}
+
+
+def loaded_kind(model: Model) -> str:
+    """What a loaded model really is, from how its linear layers store their weights (the output head aside).
+
+    ``int8``: every linear layer a bitsandbytes INT8 layer holding int8 weights; ``nf4``/``fp4``: every
+    one a 4-bit layer holding packed weights of that quant type (``4bit`` if the types are mixed);
+    ``partial``: some layers quantized and some not; else the float dtype (``fp32``, ``fp16``, ``bf16``).
+    The ``is_loaded_in_8bit``/``is_loaded_in_4bit`` flags and the config are not evidence: a config that
+    skips every module sets them on a float model.
+    """
+    counts = {kind: model.layers.get(kind) for kind in ("int8", "4bit", "float")}
+    int8, four_bit, other = (value if isinstance(value, int) and not isinstance(value, bool) else 0 for value in counts.values())
+    if int8 and not four_bit and not other:
+        return "int8"
+    if four_bit and not int8 and not other:
+        quant_types = model.layers.get("quant_types")
+        if isinstance(quant_types, list) and len(quant_types) == 1 and quant_types[0] in ("nf4", "fp4"):
+            return str(quant_types[0])
+        return "4bit"
+    if int8 or four_bit:
+        return "partial"
+    return FLOAT_KINDS.get(model.dtype, model.dtype)
+
+
+def flag_note(model: Model) -> str:
+    """Why the loaded kind differs from what the model's flags claim ("" when they agree)."""
+    kind = loaded_kind(model)
+    total = sum(model.layers.get(key) or 0 for key in ("int8", "4bit", "float") if isinstance(model.layers.get(key), int))
+    if kind == "partial":
+        return (
+            f"only {(model.layers.get('int8') or 0) + (model.layers.get('4bit') or 0)} of its {total} linear layers are "
+            "quantized: does llm_int8_skip_modules skip them?"
+        )
+    if (model.loaded_in_8bit or model.loaded_in_4bit) and kind in FLOAT_KINDS.values():
+        flag = "is_loaded_in_8bit" if model.loaded_in_8bit else "is_loaded_in_4bit"
+        return (
+            f"{flag} is set, but none of its {total} linear layers holds quantized weights: does llm_int8_skip_modules skip them?"
+        )
+    return ""
+
+
+def declared_kind(name: str) -> str | None:
+    """The configuration kind a name states (``int8``, ``nf4``, ``fp4``, ``baseline``), None if it states none or several."""
+    text = name.casefold()
+    quantized = [kind for kind in ("int8", "nf4", "fp4") if any(hint in text for hint in NAME_HINTS[kind])]
+    if len(quantized) == 1:
+        return quantized[0]
+    if not quantized and any(hint in text for hint in NAME_HINTS["baseline"]):
+        return "baseline"
+    return None
+
+
+def name_agrees(name: str, kind: str | None) -> bool:
+    """Whether a configuration's name says what it loads (a name that states no kind says nothing wrong)."""
+    declared = declared_kind(name)
+    if declared is None or kind is None:
+        return True
+    if declared == "baseline":
+        return kind in FLOAT_KINDS.values()
+    return declared == kind
 
 
 class ConfigurationParams(Params):
@@ -314,6 +400,9 @@ class ConfigurationParams(Params):
     model: str = Field("gpt2", description="Hub ID the configurations are loaded with.")
     prompt: str = Field("The capital of France is", description="Prompt used to show that a loaded model generates.")
     max_new_tokens: int = Field(5, ge=1, description="Tokens generated from each loaded configuration.")
+    footprint_function: str = Field(
+        "get_model_memory_footprint", description="The student's footprint function, also measured on each loaded configuration."
+    )
 
 
 @dataclass(frozen=True)
@@ -325,24 +414,29 @@ class LoadedConfiguration:
     model: Model | None
     error: str | None
     generated: str | None
+    footprints_mb: tuple[float, ...] = ()  # the student's get_model_memory_footprint on this model (before, after generating)
 
     def loaded_as(self) -> str | None:
-        """What the loaded model really is: int8, nf4, fp4, 4bit, fp32, fp16, bf16 (None if it failed)."""
-        if self.model is None:
-            return None
-        if self.model.loaded_in_8bit:
-            return "int8"
-        if self.model.loaded_in_4bit:
-            return self.model.quant_type or "4bit"
-        return {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}.get(
-            self.model.dtype, self.model.dtype
-        )
+        """What the loaded model really is (see :func:`loaded_kind`); None if it failed to load."""
+        return loaded_kind(self.model) if self.model is not None else None
 
     def describe(self) -> str:
         """'NAME' and what it became."""
-        if self.error:
+        if self.model is None:
             return f"'{self.name}' (fails to load)"
         return f"'{self.name}' (loads as {self.loaded_as()})"
+
+    def true_footprint_mb(self) -> float | None:
+        """The bytes of the loaded model's parameters and buffers, in MB."""
+        return (self.model.parameter_bytes + self.model.buffer_bytes) / MB if self.model is not None else None
+
+
+def _footprint(outcome: CallOutcome) -> float | None:
+    """The number of MB a footprint call returned (None if it returned none)."""
+    value = outcome.value if outcome.ok else None
+    if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
+        value = value.values[0]
+    return float(value) if is_number(value) else None  # type: ignore[arg-type]
 
 
 def loaded_configurations(context: CheckContext, params: ConfigurationParams) -> list[LoadedConfiguration]:
@@ -390,7 +484,12 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
             error = str(outcome.exception) if outcome.exception else outcome.message
             loaded.append(LoadedConfiguration(index, item["name"], None, error, None))
             continue
+        # What the student's own footprint function says of this model, before and after it generates
+        # (bitsandbytes repacks 4-bit weights on a CPU's first forward): a table row may report either
+        # (a wrong formula is charged by the memory checks, not again by the table's).
+        before = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
         generated = harness.generate(handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s)
+        after = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
         harness.release([handle_name])
         loaded.append(
             LoadedConfiguration(
@@ -399,6 +498,7 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
                 outcome.value if isinstance(outcome.value, Model) else None,
                 None if generated.ok else f"generating failed: {generated.exception or generated.message}",
                 generated.value if generated.ok else None,
+                tuple(value for value in (before, after) if value is not None),
             )
         )
     context.memo[key] = tuple(loaded)
@@ -421,26 +521,44 @@ def _declared_args(load_args: dict[str, Any]) -> str:
 
 @check_kind("bnb_configuration", ConfigurationParams)
 def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Verdict:
-    """A configuration of the expected kind is defined, really loads as that kind, and generates."""
+    """A configuration of the expected kind is defined, really loads as that kind (by its layers), is named for it, and generates."""
     configurations = loaded_configurations(context, params)
     baseline = "fp16" if context.on_cuda else "fp32"
     wanted = baseline if params.expect == "baseline" else params.expect
     label = LABELS[params.expect]
     matches = [c for c in configurations if c.loaded_as() == wanted]
-    for configuration in matches:
+    # A configuration counts for the kind it loads only if its name does not say another kind
+    # (an "NF4" entry that loads FP4 and an "FP4" one that loads NF4 are both wrong).
+    named_right = [c for c in matches if name_agrees(c.name, c.loaded_as())]
+    for configuration in named_right:
         if configuration.error is None:
             return Verdict.passed(
-                f"'{configuration.name}' really loads as {LOADED_AS[wanted]} and generates text ({configuration.generated!r}).",
-                data={"configuration": configuration.index},
+                f"'{configuration.name}' really loads as {LOADED_AS[wanted]} (by its layers) and generates text ({configuration.generated!r}).",
+                data={
+                    "configuration": configuration.index,
+                    "layers": dict(configuration.model.layers) if configuration.model else {},
+                },
             )
-    if matches:
-        configuration = matches[0]
+    if named_right:
+        configuration = named_right[0]
         return Verdict.failed(
             f"'{configuration.name}' loads as {LOADED_AS[wanted]} but {configuration.error}.",
             expected=f"a {label} model that generates text",
             found=configuration.error,
         )
-    named = [c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.expect])]
+    if matches:
+        configuration = matches[0]
+        declared = LABELS.get(declared_kind(configuration.name) or "", "another kind")
+        return Verdict.failed(
+            f"The configuration that loads as {LOADED_AS[wanted]} is named '{configuration.name}', which says {declared}: "
+            f"name each configuration for what it loads ({CONFIG_FIXES.get(params.expect, 'the baseline loads unquantized')}).",
+            expected=f"a {label} configuration named {label}",
+            found=f"'{configuration.name}' loading as {LOADED_AS[wanted]}",
+        )
+    named = [c for c in configurations if declared_kind(c.name) == params.expect]
+    named += [
+        c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.expect]) and c not in named
+    ]
     found = ", ".join(c.describe() for c in configurations)
     for configuration in named:
         if configuration.error is not None and configuration.model is None:
@@ -454,10 +572,13 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
             advice = "the baseline is FP16 on a GPU and FP32 on the CPU: load it with dtype=torch.float16 on CUDA, torch.float32 on CPU"
         else:
             advice = CONFIG_FIXES[params.expect]
+        note = flag_note(configuration.model) if configuration.model is not None else ""
         return Verdict.failed(
-            f"The configuration '{configuration.name}' loads as {LOADED_AS.get(loaded_as or '', loaded_as)}, not {LOADED_AS[wanted]}: {advice}.",
+            f"The configuration '{configuration.name}' loads as {LOADED_AS.get(loaded_as or '', loaded_as)}"
+            + (f" ({note})" if note else "")
+            + f", not {LOADED_AS[wanted]}: {advice}.",
             expected=LOADED_AS[wanted],
-            found=LOADED_AS.get(loaded_as or "", str(loaded_as)),
+            found=LOADED_AS.get(loaded_as or "", str(loaded_as)) + (f" ({note})" if note else ""),
         )
     return Verdict.failed(
         f"No configuration in `{params.variable}` loads as {LOADED_AS[wanted]} ({label}); it holds: {found}.",
@@ -499,27 +620,77 @@ def _results_frame(context: CheckContext, params: ResultsTableParams) -> Frame:
     return frame
 
 
-def _row_classes(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[str | None]:
-    """What each row's configuration loads as, matched by name (None if unknown)."""
+def _row_configurations(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[LoadedConfiguration | None]:
+    """The configuration each row describes: matched by name, else by position when there is one row per configuration."""
     configuration_params = ConfigurationParams(expect="baseline", variable=params.configurations, model=params.model)
     try:
         configurations = loaded_configurations(context, configuration_params)
     except StopCheck:
         return [None] * len(frame.rows)
-    by_name = {c.name: c.loaded_as() for c in configurations}
-    return [by_name.get(name) if isinstance(name, str) else None for name in frame.column(params.name_column)]
+    by_name: dict[str, LoadedConfiguration] = {}
+    for configuration in configurations:
+        by_name.setdefault(configuration.name, configuration)
+    rows: list[LoadedConfiguration | None] = []
+    for position, name in enumerate(frame.column(params.name_column)):
+        if isinstance(name, str) and name in by_name:
+            rows.append(by_name[name])
+        elif len(configurations) == len(frame.rows):
+            rows.append(configurations[position])
+        else:
+            rows.append(None)
+    return rows
+
+
+def _row_classes(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[str | None]:
+    """What each row's configuration loads as (None if unknown)."""
+    return [c.loaded_as() if c is not None else None for c in _row_configurations(context, params, frame)]
+
+
+def event_kind(event: dict[str, Any]) -> str | None:
+    """What the model of a recorded generate call was: its quantization by layers, else its float dtype."""
+    label = event.get("model_quantization")
+    if isinstance(label, str):
+        return label
+    dtype = event.get("model_dtype")
+    return FLOAT_KINDS.get(dtype, dtype) if isinstance(dtype, str) else None
+
+
+def _same_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+def generated_texts(context: CheckContext, hub_id: str, events: list[dict[str, Any]]) -> dict[str | None, set[str]]:
+    """Every text a correct decode of the notebook's generate calls can give, by the kind of model that generated it."""
+    texts: dict[str | None, set[str]] = {}
+    tokenizer = context.models.tokenizer(hub_id)
+    for event in events:
+        if not event.get("output_ids"):
+            continue
+        variants = set(decoded_variants(context, hub_id, event).values())
+        # The prompt alone too: a generate_text_and_time that decodes its inputs is charged in generate-output,
+        # not again here (its table honestly holds what it returned).
+        prompt_ids = list(event["output_ids"])[: (event.get("input_shape") or [0, 0])[-1]]
+        variants |= {tokenizer.decode(prompt_ids, skip_special_tokens=skip) for skip in (True, False)}
+        texts.setdefault(event_kind(event), set()).update(_same_text(variant) for variant in variants)
+    return texts
+
+
+def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_tolerance: float) -> bool:
+    """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint function says of it."""
+    candidates = [configuration.true_footprint_mb(), *configuration.footprints_mb]
+    return any(value is not None and math.isclose(reported, value, rel_tol=rel_tolerance) for value in candidates)
 
 
 @check_kind("results_table", ResultsTableParams)
 def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
-    """One row per configuration with the required columns, no failed rows, memory shrinking with precision."""
+    """One row per configuration, no failed rows; each row's memory is that of the model its configuration loads, and its
+    outputs are texts the notebook's generate calls on that kind of model produced."""
     frame = _results_frame(context, params)
+    harness = context.require_harness()
     configurations = context.returned(
-        context.require_harness().describe(params.configurations, timeout_s=context.timeout_s), f"`{params.configurations}`"
+        harness.describe(params.configurations, timeout_s=context.timeout_s), f"`{params.configurations}`"
     )
-    prompts = context.returned(
-        context.require_harness().describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`"
-    )
+    prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
     count = len(configurations) if isinstance(configurations, list) else None
     if count is not None and frame.length != count:
         return Verdict.failed(
@@ -527,11 +698,12 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
             expected=f"{count} rows",
             found=f"{frame.length} rows",
         )
+    names = frame.column(params.name_column)
+    memories = frame.column(params.memory_column)
     failed_rows = [
-        f"{row[frame.columns.index(params.name_column)]!s}: {row[frame.columns.index(params.memory_column)]!r}"
-        for row in frame.rows
-        if not is_number(row[frame.columns.index(params.memory_column)])
-        or not is_number(row[frame.columns.index(params.latency_column)])
+        f"{name!s}: {memory!r}"
+        for name, memory, latency in zip(names, memories, frame.column(params.latency_column), strict=True)
+        if not is_number(memory) or not is_number(latency)
     ]
     if failed_rows:
         return Verdict.failed(
@@ -539,40 +711,67 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
             expected="numbers in every row",
             found="; ".join(failed_rows),
         )
+    notebook = harness.notebook_events()
+    if not notebook.ok:
+        return failed_call(notebook, "the notebook's generate record")
+    texts = generated_texts(context, params.model, notebook.generate_events())
+    every_text = set().union(*texts.values()) if texts else set()
     text_columns = [
         column
         for column in frame.columns
         if column not in (params.name_column, params.memory_column, params.latency_column)
         and all(isinstance(value, str) for value in frame.column(column))
     ]
+    # An output column holds text the loop generated; any other text column (a device, a note) is left alone.
+    output_columns = [c for c in text_columns if any(_same_text(value) in every_text for value in frame.column(c))]
     wanted_outputs = len(prompts) if isinstance(prompts, list) else 1
-    if len(text_columns) < wanted_outputs:
+    if len(output_columns) < wanted_outputs:
         return Verdict.failed(
-            f"`{params.variable}` should hold one column of generated text per prompt ({wanted_outputs}), but it has {len(text_columns)}.",
-            expected=f"{wanted_outputs} text columns (e.g. 'Prompt 1 Output')",
+            f"`{params.variable}` should hold one column of generated text per prompt ({wanted_outputs}), but "
+            f"{len(output_columns)} of its columns hold text your notebook's generate calls produced"
+            + (f" (the text columns {', '.join(repr(c) for c in text_columns)} hold other text)" if text_columns else "")
+            + ".",
+            expected=f"{wanted_outputs} columns of generated text (e.g. 'Prompt 1 Output')",
             found=f"columns {list(frame.columns)}",
         )
-    memory = {}
-    for loaded_as, value in zip(_row_classes(context, params, frame), frame.column(params.memory_column), strict=True):
-        if loaded_as is not None:
-            memory[loaded_as] = float(value)
+    problems = []
+    rows = _row_configurations(context, params, frame)
+    for position, (name, memory, configuration) in enumerate(zip(names, memories, rows, strict=True)):
+        if configuration is None or configuration.model is None:
+            problems.append(f"row {position + 1} ('{name}') matches no configuration that loads")
+            continue
+        if not memory_agrees(float(memory), configuration, 1e-3):
+            true_mb = configuration.true_footprint_mb() or 0.0
+            problems.append(
+                f"'{name}' reports {number(float(memory), 'MB')}, but the model that configuration loads takes {number(true_mb, 'MB')}"
+            )
+        kind = configuration.loaded_as()
+        own = texts.get(kind, set())
+        for column in output_columns:
+            value = frame.rows[position][frame.columns.index(column)]
+            if _same_text(value) not in own:
+                problems.append(f"'{name}' {column!s} is not the text of any generate call your notebook made with that model")
+    if problems:
+        return Verdict.failed(
+            f"`{params.variable}` does not describe what its configurations load and generate: {'; '.join(problems[:6])}"
+            + (f" (and {len(problems) - 6} more)" if len(problems) > 6 else "")
+            + ".",
+            expected="each row's memory and outputs from the model its configuration loads",
+            found="; ".join(problems[:6]),
+        )
+    memory = {c.loaded_as(): float(value) for c, value in zip(rows, memories, strict=True) if c is not None}
     baseline = memory.get("fp16" if context.on_cuda else "fp32")
     int8 = memory.get("int8")
     four_bit = [memory[k] for k in ("nf4", "fp4") if k in memory]
-    if baseline is None or int8 is None or not four_bit:
-        return Verdict.failed(
-            f"`{params.variable}` should have rows for the baseline, INT8 and 4-bit configurations; the rows it has load as: {', '.join(sorted(memory)) or 'unknown'}.",
-            expected="baseline, INT8, NF4 and FP4 rows",
-            found=", ".join(sorted(memory)) or "no recognisable rows",
-        )
-    if not baseline > int8 > max(four_bit):
+    if baseline is not None and int8 is not None and four_bit and not baseline > int8 > max(four_bit):
         return Verdict.failed(
             f"Memory should shrink with precision (baseline > INT8 > 4-bit), but the table reads baseline {number(baseline, 'MB')}, INT8 {number(int8, 'MB')}, 4-bit {', '.join(number(v, 'MB') for v in four_bit)}.",
             expected="baseline > INT8 > 4-bit",
             found=f"{number(baseline)} / {number(int8)} / {', '.join(number(v) for v in four_bit)} MB",
         )
     return Verdict.passed(
-        f"`{params.variable}` has one row per configuration, every column, and memory shrinks from {number(baseline, 'MB')} (baseline) to {number(int8, 'MB')} (INT8) and {number(min(four_bit), 'MB')} (4-bit)."
+        f"`{params.variable}` has one row per configuration; each row's memory is that of the model its configuration loads "
+        f"({', '.join(number(float(m), 'MB') for m in memories)}), and its {len(output_columns)} outputs are texts that model generated."
     )
 
 
@@ -618,7 +817,9 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     )
     rows_by_kind: dict[str | None, list[int]] = {}
     for position, (_, loaded_as, _) in enumerate(rows):
-        rows_by_kind.setdefault(loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit") else None, []).append(position)
+        rows_by_kind.setdefault(loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit", "partial") else None, []).append(
+            position
+        )
     # The k-th row of a kind goes with the k-th of the last models of that kind the notebook ran
     # (models loaded before the experiment loop, for a quick test, come first and are skipped).
     serial_of_row: dict[int, int] = {}

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.common import screen_answer
 from grader.checks.labels import missing_scenarios
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
 from grader.checks.timing import (
@@ -833,6 +834,10 @@ class ControllerParams(Params):
     batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")
     tokens: list[int] = Field([6, 10], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     takeaways: list[int] = Field([3, 5], min_length=2, max_length=2, description="How many takeaways, at least and at most.")
+    takeaways_question: str = Field(
+        "A short takeaway (3-5 bullets) stating the biggest wins and when they apply.",
+        description="What the takeaways answer (a takeaway that copies or rewords it is flagged).",
+    )
 
 
 def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
@@ -903,6 +908,31 @@ def judge_table(table: Any, sizes: list[int], who: str) -> Verdict | None:
     return None
 
 
+def judge_takeaways(takeaways: Any, count: list[int], question: str) -> Verdict:
+    """3 to 5 takeaway sentences pass; text that copies or rewords the question, repeats itself or is filler goes
+    to the instructor, flagged, instead of passing silently."""
+    low, high = count
+    items = takeaways if isinstance(takeaways, list) else []
+    real = [item for item in items if isinstance(item, str) and len(item.split()) >= 3]
+    if not isinstance(takeaways, list) or len(real) != len(items) or not low <= len(items) <= high:
+        return Verdict.failed(
+            f"The controller returned {kind_of(takeaways)} as its takeaways ({len(real)} of a few words or more): "
+            f"return {low} to {high} takeaway sentences.",
+            expected=f"a list of {low} to {high} sentences",
+            found=kind_of(takeaways),
+        )
+    flags = screen_answer("\n".join(real), question)
+    if len({" ".join(item.casefold().split()) for item in real}) < len(real) and "repeats itself" not in flags:
+        flags = (*flags, "repeats a takeaway")
+    if flags:
+        return Verdict.manual(
+            f"The controller returns {len(real)} takeaways; they go to your instructor, flagged ({'; '.join(flags)}).",
+            answer="\n".join(f"- {item}" for item in real),
+            flags=flags,
+        )
+    return Verdict.passed(f"The controller returns {len(real)} takeaways.")
+
+
 @check_kind("quantization_controller", ControllerParams)
 def quantization_controller(context: CheckContext, params: ControllerParams) -> Verdict:
     """The controller runs end to end in time: one table of every scenario with units, and 3 to 5 takeaways."""
@@ -914,17 +944,7 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
         return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
     sizes, table, takeaways = _controller(context, params)
     if params.expect == "takeaways":
-        low, high = params.takeaways
-        items = takeaways if isinstance(takeaways, list) else []
-        real = [item for item in items if isinstance(item, str) and len(item.split()) >= 3]
-        if not isinstance(takeaways, list) or len(real) != len(items) or not low <= len(items) <= high:
-            return Verdict.failed(
-                f"The controller returned {kind_of(takeaways)} as its takeaways ({len(real)} of a few words or more): "
-                f"return {low} to {high} takeaway sentences.",
-                expected=f"a list of {low} to {high} sentences",
-                found=kind_of(takeaways),
-            )
-        return Verdict.passed(f"The controller returns {len(items)} takeaways.")
+        return judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
     verdict = judge_table(table, sizes, params.function)
     if verdict is not None:
         outcome = _controller_call(context, params)[2]

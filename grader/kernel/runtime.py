@@ -196,7 +196,60 @@ def describe_model(model: Any) -> dict[str, Any]:
         "buffer_bytes": sum(b.nelement() * b.element_size() for b in buffers),
         "buffer_elements": sum(b.nelement() for b in buffers),
         "parameter_dtypes": sorted({str(p.dtype) for p in parameters}),
+        "layers": linear_layers(model),
+        "fingerprint": model_fingerprint(model),
     }
+
+
+# Config fields that fix a causal LM's shape (GPT-2's names and the common ones).
+SHAPE_FIELDS = ("model_type", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "hidden_size", "num_hidden_layers")
+FINGERPRINT_VALUES = 16  # values of the input embedding kept: two models trained apart differ in every one
+
+
+def linear_layers(model: Any) -> dict[str, Any]:
+    """How the model's linear layers (the output head aside) really store their weights.
+
+    Counts bitsandbytes INT8 layers whose weight holds int8 data, 4-bit layers whose weight holds
+    packed uint8 data (with their quant types), and every other linear layer: what loaded, whatever
+    ``is_loaded_in_8bit``/``is_loaded_in_4bit`` or the config say.
+    """
+    import torch
+
+    try:
+        head = model.get_output_embeddings()
+    except Exception:  # a model without an output head: count every layer
+        head = None
+    counts = {"int8": 0, "4bit": 0, "float": 0}
+    quant_types: set[str] = set()
+    for _, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if module is head or not isinstance(weight, torch.Tensor):
+            continue
+        bitsandbytes = type(module).__module__.startswith("bitsandbytes")
+        if bitsandbytes and weight.dtype == torch.int8:
+            counts["int8"] += 1
+        elif bitsandbytes and weight.dtype == torch.uint8:
+            counts["4bit"] += 1
+            state = getattr(weight, "quant_state", None)
+            quant_types.add(str(getattr(weight, "quant_type", None) or getattr(state, "quant_type", None)))
+        elif isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D":
+            counts["float"] += 1
+    return {**counts, "quant_types": sorted(quant_types)}
+
+
+def model_fingerprint(model: Any) -> dict[str, Any]:
+    """Which weights a model holds: its config's sizes and the first values of its input embedding."""
+    config = getattr(model, "config", None)
+    sizes = {name: getattr(config, name) for name in SHAPE_FIELDS if isinstance(getattr(config, name, None), (int, str))}
+    try:
+        # Values spread over the whole embedding (not only its first row): patching a few of them onto
+        # another model does not make it this one.
+        flat = model.get_input_embeddings().weight.detach().flatten()
+        step = max(1, flat.numel() // FINGERPRINT_VALUES)
+        values = [float(value) for value in flat[::step][:FINGERPRINT_VALUES].float().cpu().tolist()]
+    except Exception:  # no embedding to read: the sizes alone
+        values = []
+    return {"sizes": sizes, "embedding": values}
 
 
 def describe_onnx_model(model: Any) -> dict[str, Any]:
@@ -244,9 +297,9 @@ def load_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     if dtype_name == "auto":
         dtype_name = "float16" if device == "cuda" else "float32"
     kwargs: dict[str, Any] = {}
-    if quantization == "none":
-        kwargs["dtype"] = getattr(torch, dtype_name)
-    else:
+    if quantization == "none" or spec.get("dtype", "auto") != "auto":
+        kwargs["dtype"] = getattr(torch, dtype_name)  # for bitsandbytes: the layers it leaves unquantized
+    if quantization != "none":
         from transformers import BitsAndBytesConfig
 
         if quantization == "int8":
@@ -329,17 +382,34 @@ def model_serial(model: Any) -> int:
         return 0
 
 
+QUANTIZATION_LABELS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
 def quantization_label(model: Any) -> str | None:
-    """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model, else None."""
-    if getattr(model, "is_loaded_in_8bit", False):
-        return "int8"
-    if getattr(model, "is_loaded_in_4bit", False):
-        config = getattr(getattr(model, "config", None), "quantization_config", None)
-        quant_type = getattr(config, "bnb_4bit_quant_type", None)
-        if quant_type is None and isinstance(config, dict):
-            quant_type = config.get("bnb_4bit_quant_type")
-        return str(quant_type or "4bit")
-    return None
+    """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model (``"partial"`` if some layers were skipped), else None.
+
+    Read from the layers that loaded (see :func:`linear_layers`), not from ``is_loaded_in_8bit`` and
+    the config: a model whose every layer was skipped is a float model. Worked out once per model.
+    """
+    try:
+        if model in QUANTIZATION_LABELS:
+            return QUANTIZATION_LABELS[model]
+    except TypeError:  # not weak-referenceable or not hashable
+        pass
+    try:
+        layers = linear_layers(model)
+    except Exception:  # not a torch model
+        return None
+    label: str | None = None
+    if layers["int8"] and not layers["4bit"] and not layers["float"]:
+        label = "int8"
+    elif layers["4bit"] and not layers["int8"] and not layers["float"]:
+        label = layers["quant_types"][0] if len(layers["quant_types"]) == 1 else "4bit"
+    elif layers["int8"] or layers["4bit"]:
+        label = "partial"  # some linear layers skipped
+    with contextlib.suppress(TypeError):
+        QUANTIZATION_LABELS[model] = label
+    return label
 
 
 def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], *names: str) -> Any:
