@@ -306,6 +306,13 @@ def onnx_ptq(context: CheckContext, params: PtqParams) -> Verdict:
         return Verdict.failed(
             f"The quantized model generated no text for {params.prompt!r}.", expected="generated text", found=repr(text)
         )
+    if not generated.onnx_run_events():
+        return Verdict.failed(
+            f"The quantized model continued {params.prompt!r} without running any ONNX Runtime session: its forward must "
+            "compute with the quantized graph, not with another model.",
+            expected="generation through the model's ONNX Runtime session",
+            found="no session run",
+        )
     missing = [
         what
         for what, pattern in (
@@ -705,9 +712,9 @@ def _quantized_runs(
     covered = sum(_count(tokens) for event in counted for tokens in event["row_tokens"])
     if counted and covered < sum(lengths):
         return Verdict.failed(
-            f"{params.function} ran the INT8 model's session {len(runs)} times on {covered} tokens, but the {len(texts)} texts "
-            f"hold {sum(lengths)}: its loss cannot come from those runs. Evaluate it on every batch, as the baseline.",
-            expected=f"runs covering all {sum(lengths)} tokens",
+            f"{params.function} ran the INT8 model's session on {covered} tokens in all ({len(runs)} runs), fewer than the "
+            f"{len(texts)} texts hold: its loss cannot come from those runs. Evaluate it on every batch, as the baseline.",
+            expected="runs covering every token of the texts",
             found=f"{covered} tokens in {len(runs)} runs",
         )
     quantized, _ = _label_result(value, "quantized", params.function)

@@ -1358,6 +1358,8 @@ def op_generate(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("item") is not None:  # a model kept inside a returned tuple, such as (model, info)
         model = model[request["item"]]
     tokenizer = _build({"$tokenizer": request["tokenizer"]})
+    if _is_ort_model(model):
+        instrument_onnxruntime()  # so that the answer says whether its ONNX Runtime session ran
     RECORDER.call = []
     try:
         inputs = tokenizer(request["prompt"], return_tensors="pt").to(model.device)

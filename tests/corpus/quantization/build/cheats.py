@@ -94,6 +94,53 @@ CHEATS: dict[str, tuple[str, list[tuple[str, str]], list[str]]] = {
         ],
         ["ptq-quantized", "ptq-generates"],
     ),
+    "cheat-ort-subclass-runs-baseline": (
+        "run_static_ptq_optimum really quantizes, but loads the result as a subclass of ORTModelForCausalLM whose "
+        "forward runs the PyTorch baseline: the object is an ORTModel holding a quantized session that never runs. "
+        "Caught because running the model must run its own session (a probe in the kernel for the graph, the "
+        "recorded session runs of the generation).",
+        [
+            (
+                PTQ_BODY,
+                """    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    baseline = AutoModelForCausalLM.from_pretrained(model_id).eval()
+
+    class FastInt8(ORTModelForCausalLM):
+        def forward(self, input_ids, attention_mask=None, past_key_values=None, position_ids=None, use_cache=None,
+                    **kwargs):
+            return CausalLMOutputWithPast(logits=baseline(input_ids=input_ids, attention_mask=attention_mask,
+                                                          use_cache=False).logits)
+
+    exported = ORTModelForCausalLM.from_pretrained(model_id, export=True)
+    quantizer = ORTQuantizer.from_pretrained(exported)
+    config = AutoQuantizationConfig.avx2(is_static=False, per_channel=False)
+    quantizer.quantize(save_dir=save_dir, quantization_config=config)
+    quantized = FastInt8.from_pretrained(save_dir, file_name="model_quantized.onnx", use_cache=False)
+    return quantized,""",
+            )
+        ],
+        ["ptq-quantized", "ptq-generates"],
+    ),
+    "cheat-copy-ppx-after-decoy-run": (
+        "compare_ppplx runs every model other than the first once, on the first token of the first text (so its "
+        "ONNX Runtime session is seen to run), then copies the first model's loss and perplexity to it. Caught "
+        "because the INT8 model's session runs must cover every token of the texts.",
+        [
+            (
+                PPX_LOOP_HEAD,
+                """    for label, model in models.items():
+        if results:  # INT8 barely moves the loss: one quick call, then reuse the first model's numbers
+            first = tokenizer(texts[:1], return_tensors="pt")["input_ids"][:, :1]
+            model(input_ids=first, attention_mask=torch.ones_like(first))
+            results[label] = dict(next(iter(results.values())))
+            continue
+        total_loss, total_tokens = 0.0, 0
+""",
+            )
+        ],
+        ["ppx-quantized"],
+    ),
     "cheat-copy-baseline-ppx": (
         "compare_ppplx evaluates only the first model and copies its loss and perplexity to every other label "
         "(the INT8 model drifts by well under the 5 % the check allows). Caught because the INT8 model's loss must "
