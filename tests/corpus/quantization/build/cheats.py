@@ -112,6 +112,7 @@ CHEATS: dict[str, tuple[str, list[tuple[str, str]], list[str]]] = {
             return CausalLMOutputWithPast(logits=baseline(input_ids=input_ids, attention_mask=attention_mask,
                                                           use_cache=False).logits)
 
+    FastInt8.__module__ = "optimum.onnxruntime"  # as Optimum's own classes say
     exported = ORTModelForCausalLM.from_pretrained(model_id, export=True)
     quantizer = ORTQuantizer.from_pretrained(exported)
     config = AutoQuantizationConfig.avx2(is_static=False, per_channel=False)
