@@ -481,8 +481,8 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
             )
         index = short[0]
         return Verdict.failed(
-            f"{params.function} made {len(forwards)} forward passes of {sizes} texts, but pass {index + 1} covered "
-            f"{widths[index]} tokens per text while the longest of its texts is {longest[index]}: run the model on the "
+            f"{params.function} made {len(forwards)} forward passes of {sizes} texts, but pass {index + 1} covered only "
+            f"{widths[index]} tokens per text, fewer than the longest of its texts holds: run the model on the "
             "whole batch (every token of every text), once per batch.",
             expected=f"{expected}, each as wide as its longest text",
             found=f"passes {widths} tokens wide",

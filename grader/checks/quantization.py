@@ -266,7 +266,7 @@ def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
     )
     if not integer or not int8 or floats >= integer:
         return Verdict.failed(
-            f"The graph the quantized model's session runs ({graph.get('source', '?')}) computes its outputs with "
+            f"The graph the quantized model's session runs ({str(graph.get('source', '?'))[:100]}) computes its outputs with "
             f"{integer} integer matrix products and {floats} float ones, using {int8} int8 weights: it was exported but not "
             "quantized (integer operators that feed nothing do not count). Quantize it with "
             "ORTQuantizer.quantize(save_dir=..., quantization_config=AutoQuantizationConfig.avx2(is_static=False)) and load "
@@ -274,9 +274,11 @@ def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
             expected="MatMulInteger / QLinearMatMul (or quantized weights) on the path to the logits, with int8 weights",
             found=found,
         )
+    integer_ops: dict[str, Any] = graph["integer_ops"] if isinstance(graph.get("integer_ops"), dict) else {}
+    held = ", ".join(f"{op} x{_count(count)}" for op, count in sorted(integer_ops.items())[:8])
     return Verdict.passed(
-        f"The graph the quantized model's session runs ({graph.get('source', '?')}) computes its outputs with {integer} "
-        f"integer matrix products on {int8} int8 weights ({floats} float ones)."
+        f"The graph the quantized model's session runs ({str(graph.get('source', '?'))[:100]}) computes its outputs with {integer} "
+        f"integer matrix products on {int8} int8 weights ({floats} float ones); it holds {held}."
     )
 
 
