@@ -68,6 +68,10 @@ class CallOutcome:
         """The instrumented forward passes (outside generate) made during this call."""
         return [event for event in self.events if event.get("type") == "forward"]
 
+    def onnx_run_events(self) -> list[dict[str, Any]]:
+        """The ONNX Runtime session runs (``InferenceSession.run``) made during this call."""
+        return [event for event in self.events if event.get("type") == "onnx_run"]
+
     def synchronize_events(self) -> list[dict[str, Any]]:
         """The ``torch.cuda.synchronize`` calls made during this call."""
         return [event for event in self.events if event.get("type") == "synchronize"]
@@ -220,6 +224,15 @@ class Harness:
             "max_new_tokens": max_new_tokens,
         }
         return self._ask(request, timeout_s)
+
+    def onnx_graph(self, handle_name: str, item: int | None = None, timeout_s: float | None = None) -> CallOutcome:
+        """A summary of the ONNX graph a kept ONNX Runtime model's live session runs, read in the kernel.
+
+        The grader never opens the file itself: a path the kernel names is the student's to choose.
+        The summary (counts of operators, integer products and 8-bit initializers on the path to the
+        outputs, and whether running the model ran that session) is in ``raw["graph"]``.
+        """
+        return self._ask({"op": "onnx_graph", "handle": handle_name, "item": item}, timeout_s)
 
     def release(self, handles: list[str] | None = None) -> None:
         """Let the kernel free kept objects."""

@@ -164,3 +164,58 @@ def test_each_setting_reports_its_own_calls_metrics(bundles) -> None:
     result, message = outcome(bundles, "ppx-first-model-ablation-ms", "ablation-keys")
     assert result == "failed" and "it is in milliseconds; return seconds" in message
     assert outcome(bundles, "ppx-first-model-ablation-ms", "ablation-settings")[0] == "passed"
+
+
+def _graph(nodes: list, initializers: list, outputs: list[str]):
+    """A small ONNX model of ``nodes`` with float input x and the given outputs."""
+    from onnx import TensorProto, helper
+
+    return helper.make_model(
+        helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
+            initializers,
+        )
+    )
+
+
+def test_only_integer_products_on_the_path_to_the_outputs_count() -> None:
+    """A dangling DynamicQuantizeLinear beside a float MatMul is not quantization; MatMulInteger feeding the logits is."""
+    from onnx import TensorProto, helper
+
+    from grader.checks.quantization import judge_graph
+    from grader.kernel.runtime import graph_summary
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)
+    dangling = _graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["logits"]),
+            helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", TensorProto.FLOAT, [2], [0.0, 1.0])),
+            helper.make_node("DynamicQuantizeLinear", ["c"], ["q", "s", "z"]),
+        ],
+        [weight],
+        ["logits"],
+    )
+    summary = graph_summary(dangling)
+    assert (summary["integer_matmuls_main"], summary["float_weight_matmuls_main"], summary["int8_initializers_main"]) == (0, 1, 0)
+    probe = {"probe": {"runs": 1, "own_session_runs": 1}}
+    assert judge_graph({**summary, **probe}, "the quantized model").outcome == "failed"
+
+    quantized_weight = helper.make_tensor("wq", TensorProto.INT8, [4, 4], [1] * 16)
+    zero = helper.make_tensor("wz", TensorProto.INT8, [], [0])
+    integer = _graph(
+        [
+            helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+            helper.make_node("MatMulInteger", ["xq", "wq", "xz", "wz"], ["acc"]),
+            helper.make_node("Cast", ["acc"], ["logits"], to=TensorProto.FLOAT),
+        ],
+        [quantized_weight, zero],
+        ["logits"],
+    )
+    summary = graph_summary(integer)
+    assert (summary["integer_matmuls_main"], summary["float_weight_matmuls_main"], summary["int8_initializers_main"]) == (1, 0, 2)
+    assert judge_graph({**summary, **probe}, "the quantized model").outcome == "passed"
+    assert judge_graph({**summary, "probe": {"runs": 0, "own_session_runs": 0}}, "the quantized model").outcome == "failed"
+    assert judge_graph({"problem": "it is a builtins.object, not an Optimum ORTModel"}, "the model").outcome == "failed"

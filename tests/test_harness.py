@@ -32,6 +32,16 @@ NOTEBOOK = [
     "    with torch.no_grad():\n        return float(model(**batch, labels=batch['input_ids']).loss)",
     "tok = AutoTokenizer.from_pretrained('gpt2')\nm = AutoModelForCausalLM.from_pretrained('gpt2')\nm.generate(**tok('The cat', return_tensors='pt'), max_new_tokens=3)",
     "settings = {'load_args': {'dtype': torch.float32}}",
+    "def hooked(model, tokenizer):\n"
+    "    batch = tokenizer(['hello world again'], return_tensors='pt')\n"
+    "    def hidden(module, args, kwargs):\n"
+    "        handle.remove()\n"
+    "        with torch.enable_grad():\n"
+    "            model(**batch)\n"
+    "    handle = model.register_forward_pre_hook(hidden, with_kwargs=True)\n"
+    "    with torch.no_grad():\n"
+    "        model(input_ids=batch['input_ids'][:, :1])\n"
+    "    return batch['input_ids'].shape[1]",
     "def length(x):\n    return len(x)",
     "def timed(model, tokenizer, prompt):\n"
     "    inputs = tokenizer(prompt, return_tensors='pt')\n"
@@ -137,6 +147,14 @@ def test_forward_passes_outside_generate_are_instrumented(harness: Harness) -> N
     outcome = harness.call("forward", [model({"hub_id": "gpt2"}), tokenizer("gpt2")])
     (event,) = outcome.forward_events()
     assert event["grad_enabled"] is False and event["has_labels"] and event["model_training"] is False
+
+
+def test_a_forward_pass_hidden_in_a_hook_is_recorded_with_its_gradients(harness: Harness) -> None:
+    outcome = harness.call("hooked", [model({"hub_id": "gpt2"}), tokenizer("gpt2")])
+    hidden, decoy = outcome.forward_events()
+    assert hidden["input_shape"] == [1, outcome.value] and hidden["row_tokens"] == [outcome.value]
+    assert hidden["grad_enabled"] is True and hidden["output_requires_grad"] is True
+    assert decoy["input_shape"] == [1, 1] and decoy["grad_enabled"] is False and decoy["output_requires_grad"] is False
 
 
 def test_the_notebook_run_was_recorded(harness: Harness) -> None:

@@ -301,6 +301,12 @@ def loss_variants(reference_model: Any, reference_tokenizer: Any, texts: list[st
     }
 
 
+@reference_side
+def text_token_lengths(reference_tokenizer: Any, texts: list[str]) -> list[int]:
+    """How many tokens each text is, as the model's tokenizer splits it (no padding, no special tokens added by padding)."""
+    return [len(reference_tokenizer(text)["input_ids"]) for text in texts]
+
+
 # Each classic mistake: the variants of loss_variants() it can produce, and the sentence naming it.
 LOSS_MISTAKES: dict[tuple[str, ...], str] = {
     ("mean of per-batch losses",): "averages the per-batch mean losses, so a small last batch weighs as much as a full one",
@@ -435,12 +441,15 @@ def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
     """Every forward pass of the evaluation runs with gradients off, in eval mode, with inputs on the model's device."""
     _, _, forwards = _forward_passes(context, params)
     problems = []
-    with_grad = sum(1 for event in forwards if event["grad_enabled"])
+    # Sampled inside forward (after every pre-hook) and read off its loss and logits: a hook cannot turn gradients on unseen.
+    with_grad = sum(
+        1 for event in forwards if event.get("grad_enabled") is not False or event.get("output_requires_grad") is True
+    )
     if with_grad:
         problems.append(
             f"{with_grad} of {len(forwards)} forward passes ran with gradients on: wrap the loop in torch.no_grad() or torch.inference_mode()"
         )
-    training = sum(1 for event in forwards if event["model_training"])
+    training = sum(1 for event in forwards if event.get("model_training") is not False)
     if training:
         problems.append(f"{training} forward passes ran in training mode: keep the model in eval mode")
     elsewhere = [
@@ -461,13 +470,29 @@ def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
 
 @check_kind("evaluation_batching", CorpusParams)
 def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
-    """The evaluation really batches: one forward pass per batch of batch_size texts."""
+    """The evaluation really batches: one forward pass per batch of batch_size texts, each covering its texts' tokens."""
     texts, batch_size, forwards = _forward_passes(context, params)
+    with quiet_libraries():
+        lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
     wanted = [min(batch_size, len(texts) - start) for start in range(0, len(texts), batch_size)]
+    longest = [max(lengths[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
     sizes = [event["input_shape"][0] if event.get("input_shape") else None for event in forwards]
-    if sizes == wanted:
-        return Verdict.passed(f"{len(texts)} texts in batches of {batch_size} took {len(wanted)} forward passes, as expected.")
+    widths = [event["input_shape"][1] if len(event.get("input_shape") or []) > 1 else 0 for event in forwards]
     expected = f"{len(wanted)} forward passes of {wanted} texts"
+    if sizes == wanted:
+        short = [index for index, (width, needed) in enumerate(zip(widths, longest, strict=True)) if width < needed]
+        if not short:
+            return Verdict.passed(
+                f"{len(texts)} texts in batches of {batch_size} took {len(wanted)} forward passes, as expected."
+            )
+        index = short[0]
+        return Verdict.failed(
+            f"{params.function} made {len(forwards)} forward passes of {sizes} texts, but pass {index + 1} covered only "
+            f"{widths[index]} tokens per text, fewer than the longest of its texts holds: run the model on the "
+            "whole batch (every token of every text), once per batch.",
+            expected=f"{expected}, each as wide as its longest text",
+            found=f"passes {widths} tokens wide",
+        )
     if len(forwards) == len(texts) and all(size == 1 for size in sizes):
         message = f"{params.function} ran the model once per text ({len(texts)} passes) instead of in batches of {batch_size}: tokenize each slice texts[i:i+batch_size] together with padding."
     elif len(forwards) == 1:

@@ -14,7 +14,6 @@ import json
 import math
 import re
 import secrets
-from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ from pydantic import Field
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.common import screen_answer
 from grader.checks.labels import missing_scenarios
-from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
+from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
@@ -34,28 +33,12 @@ from grader.checks.timing import (
 )
 from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.quiet import quiet_libraries
+from grader.replay import NotRecorded
 from grader.values import Frame, OnnxModel, decode, is_number, kind_of
 
 QUANTIZED_FILE = "model_quantized.onnx"  # the file ORTQuantizer writes
 METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
 SETTING_METRICS = ("latency_s", "tokens_per_s", "ms_per_token")
-# ONNX operators that only a quantized graph holds (dynamic QOperator, static QOperator and QDQ formats).
-INTEGER_OPS = frozenset(
-    {
-        "MatMulInteger",
-        "QLinearMatMul",
-        "DynamicQuantizeLinear",
-        "DynamicQuantizeMatMul",
-        "MatMulIntegerToFloat",
-        "QuantizeLinear",
-        "QGemm",
-        "QAttention",
-        "QLinearConv",
-        "ConvInteger",
-        "MatMulNBits",
-    }
-)
-INT8_TYPES = (2, 3)  # onnx.TensorProto.UINT8, INT8
 
 
 class PromptsParams(LatencyTolerance):
@@ -216,7 +199,7 @@ class PtqParams(Params):
     max_new_tokens: int = Field(8, ge=1, description="Tokens generated from the quantized model.")
 
 
-def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str, Path]:
+def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str]:
     harness = context.require_harness()
     key = f"ptq:{params.function}:{params.model}"
     if key not in context.memo:
@@ -227,8 +210,8 @@ def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str, Path
             timeout_s=context.timeout_s,
             keep_as="quantization:ptq",
         )
-        context.memo[key] = (outcome, save_dir)
-    outcome, save_dir = context.memo[key]
+        context.memo[key] = outcome
+    outcome = context.memo[key]
     call = f"{params.function}({params.model!r}, save_dir)"
     value = context.returned(outcome, call)
     if not (isinstance(value, (tuple, list)) and len(value) == 2):
@@ -240,7 +223,7 @@ def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str, Path
             )
         )
     quantized, info = value
-    if not isinstance(quantized, OnnxModel):
+    if not isinstance(quantized, OnnxModel):  # described as one only when it is an instance of Optimum's ORTModel
         raise StopCheck(
             Verdict.failed(
                 f"{call} returned {kind_of(quantized)} as the quantized model: export and quantize it with Optimum "
@@ -249,52 +232,70 @@ def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str, Path
                 found=kind_of(quantized),
             )
         )
-    path = Path(quantized.path)
-    return quantized, info if isinstance(info, str) else "", path if path.is_absolute() else harness.session.workdir / path
+    return quantized, info if isinstance(info, str) else ""
 
 
-def onnx_operators(path: Path) -> tuple[Counter[str], int]:
-    """Operator counts of an ONNX graph (subgraphs included) and how many of its initializers are 8-bit integers."""
-    import onnx
+def _count(value: Any) -> int:
+    """A count the kernel reported (anything else is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
-    graph_model = onnx.load(str(path), load_external_data=False)
-    operators: Counter[str] = Counter()
-    int8 = 0
-    graphs = [graph_model.graph]
-    while graphs:
-        graph = graphs.pop()
-        int8 += sum(1 for initializer in graph.initializer if initializer.data_type in INT8_TYPES)
-        for node in graph.node:
-            operators[node.op_type] += 1
-            graphs.extend(attribute.g for attribute in node.attribute if attribute.HasField("g"))
-    return operators, int8
+
+def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
+    """A quantized model's live graph, as the kernel summarised it: integer products carry its weights to the outputs."""
+    if graph.get("problem"):
+        return Verdict.failed(
+            f"{what.capitalize()} is not an ONNX Runtime model running a session: {str(graph['problem'])[:300]}.",
+            expected="an Optimum ORTModel whose onnxruntime.InferenceSession runs a quantized graph",
+            found=str(graph["problem"])[:300],
+        )
+    probe: dict[str, Any] = graph["probe"] if isinstance(graph.get("probe"), dict) else {}
+    if not _count(probe.get("own_session_runs")):
+        return Verdict.failed(
+            f"Running {what} on a few tokens did not run its own ONNX Runtime session"
+            + (f" ({str(probe['error'])[:200]})" if probe.get("error") else "")
+            + ": the model must compute with the session it holds.",
+            expected="the model's forward runs model.session",
+            found=f"{_count(probe.get('runs'))} session runs, none of its own",
+        )
+    integer, floats = _count(graph.get("integer_matmuls_main")), _count(graph.get("float_weight_matmuls_main"))
+    int8 = _count(graph.get("int8_initializers_main"))
+    operators: dict[str, Any] = graph["operators"] if isinstance(graph.get("operators"), dict) else {}
+    common = ", ".join(f"{op} x{count}" for op, count in list(operators.items())[:4])
+    found = (
+        f"{integer} integer and {floats} float weight products on the path to the outputs, {int8} int8 weights there "
+        f"({_count(graph.get('nodes'))} nodes: {common})"
+    )
+    if not integer or not int8 or floats >= integer:
+        return Verdict.failed(
+            f"The graph the quantized model's session runs ({str(graph.get('source', '?'))[:100]}) computes its outputs with "
+            f"{integer} integer matrix products and {floats} float ones, using {int8} int8 weights: it was exported but not "
+            "quantized (integer operators that feed nothing do not count). Quantize it with "
+            "ORTQuantizer.quantize(save_dir=..., quantization_config=AutoQuantizationConfig.avx2(is_static=False)) and load "
+            "the quantized file (file_name='model_quantized.onnx').",
+            expected="MatMulInteger / QLinearMatMul (or quantized weights) on the path to the logits, with int8 weights",
+            found=found,
+        )
+    integer_ops: dict[str, Any] = graph["integer_ops"] if isinstance(graph.get("integer_ops"), dict) else {}
+    held = ", ".join(f"{op} x{_count(count)}" for op, count in sorted(integer_ops.items())[:8])
+    return Verdict.passed(
+        f"The graph the quantized model's session runs ({str(graph.get('source', '?'))[:100]}) computes its outputs with {integer} "
+        f"integer matrix products on {int8} int8 weights ({floats} float ones); it holds {held}."
+    )
 
 
 @check_kind("onnx_ptq", PtqParams)
 def onnx_ptq(context: CheckContext, params: PtqParams) -> Verdict:
-    """The PTQ model: its ONNX graph is really quantized to integers; it generates text; the info names backend and precision."""
-    quantized, info, path = _ptq(context, params)
+    """The PTQ model: its live ONNX graph is really quantized to integers; it generates text; the info names backend and precision."""
+    _, info = _ptq(context, params)
     if params.expect == "quantized":
-        if not path.is_file():
-            return Verdict.failed(
-                f"The quantized model's session runs {quantized.path!r}, which the grader cannot read.",
-                expected="an ONNX file",
-                found="no such file",
+        # Read in the kernel from the live session (never from a path the kernel names: the grader opens none).
+        outcome = context.require_harness().onnx_graph("quantization:ptq", item=0, timeout_s=context.timeout_s)
+        graph = outcome.raw.get("graph") if outcome.ok else None
+        if not isinstance(graph, dict):
+            return Verdict.error(
+                f"The grader could not read the quantized model's graph: {outcome.message or outcome.exception or 'no answer'}."
             )
-        operators, int8 = onnx_operators(path)
-        integer = sorted(op for op in operators if op in INTEGER_OPS)
-        if not integer:
-            common = ", ".join(f"{op} x{count}" for op, count in operators.most_common(4))
-            return Verdict.failed(
-                f"The model returned runs {path.name}, whose graph holds no integer operator (MatMulInteger, QLinearMatMul, "
-                f"DynamicQuantizeLinear, QuantizeLinear...): it was exported but not quantized. Quantize it with "
-                "ORTQuantizer.quantize(save_dir=..., quantization_config=AutoQuantizationConfig.avx2(is_static=False)) and load "
-                "the quantized file (file_name='model_quantized.onnx').",
-                expected="MatMulInteger / QLinearMatMul / DynamicQuantizeLinear nodes",
-                found=f"{sum(operators.values())} nodes ({common}), {int8} int8 initializers",
-            )
-        found = ", ".join(f"{op} x{operators[op]}" for op in integer)
-        return Verdict.passed(f"The quantized model's ONNX graph ({path.name}) holds {found} and {int8} int8 initializers.")
+        return judge_graph(graph, "the quantized model")
     generated = context.require_harness().generate(
         "quantization:ptq", params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s, item=0
     )
@@ -308,6 +309,13 @@ def onnx_ptq(context: CheckContext, params: PtqParams) -> Verdict:
     if not text.strip():
         return Verdict.failed(
             f"The quantized model generated no text for {params.prompt!r}.", expected="generated text", found=repr(text)
+        )
+    if not generated.onnx_run_events():
+        return Verdict.failed(
+            f"The quantized model continued {params.prompt!r} without running any ONNX Runtime session: its forward must "
+            "compute with the quantized graph, not with another model.",
+            expected="generation through the model's ONNX Runtime session",
+            found="no session run",
         )
     missing = [
         what
@@ -665,32 +673,88 @@ def _label_result(value: dict[str, Any], label: str, function: str) -> tuple[flo
     return float(result["loss"]), float(result["ppx"])
 
 
+def _baseline_loss(
+    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
+) -> Verdict:
+    """The baseline's loss against the token-weighted reference at the batch size its own forward passes used."""
+    loss, _ = _label_result(value, "baseline", params.function)
+    forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
+    if not forwards:
+        return Verdict.error(
+            f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
+            found="no forward pass",
+        )
+    batch_size = int(forwards[0]["input_shape"][0])
+    key = "variants:" + json.dumps([params.model, texts, batch_size])
+    if key not in context.memo:
+        with quiet_libraries():
+            reference = (
+                context.models.model(model_spec(params.model, dtype="float32")),
+                context.models.tokenizer(params.model),
+            )
+            context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
+    data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
+    where = f"on {len(texts)} hidden texts"
+    return judge_loss(loss, context.memo[key], f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
+
+
+def _quantized_runs(
+    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
+) -> Verdict | None:
+    """None if the INT8 model's loss comes from runs of its ONNX Runtime session over every text; else the failed verdict."""
+    runs = [event for event in outcome.onnx_run_events() if event.get("grader_session") is True]
+    if not runs:
+        return Verdict.failed(
+            f"{params.function} reports a loss for the INT8 model, but never ran its ONNX Runtime session: evaluate every "
+            "model in `models` by calling it on each batch (model(**batch).logits).",
+            expected="the INT8 model's session run on every batch",
+            found="no run of its session",
+        )
+    with quiet_libraries():
+        lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
+    counted = [event for event in runs if isinstance(event.get("row_tokens"), list)]
+    covered = sum(_count(tokens) for event in counted for tokens in event["row_tokens"])
+    if counted and covered < sum(lengths):
+        return Verdict.failed(
+            f"{params.function} ran the INT8 model's session on {covered} tokens in all ({len(runs)} runs), fewer than the "
+            f"{len(texts)} texts hold: its loss cannot come from those runs. Evaluate it on every batch, as the baseline.",
+            expected="runs covering every token of the texts",
+            found=f"{covered} tokens in {len(runs)} runs",
+        )
+    quantized, _ = _label_result(value, "quantized", params.function)
+    sums: list[dict[str, Any]] = [event["nll_sums"] for event in runs if isinstance(event.get("nll_sums"), dict)]
+    counts: list[dict[str, Any]] = [event["nll_counts"] for event in runs if isinstance(event.get("nll_counts"), dict)]
+    if len(sums) != len(runs) or len(counts) != len(runs):
+        return None  # runs whose logits the kernel did not see (IO binding): coverage is the evidence
+    try:
+        if _baseline_loss(context, params, texts, outcome, value).outcome != "passed":
+            return None  # a wrong method is charged once, on the baseline
+    except NotRecorded:  # a student kit holds the reference's loss at the solution's batch size only
+        return None
+    implied: dict[str, float] = {}
+    for way in ("pairs", "targets"):
+        total = sum(float(item.get(way, 0.0)) for item in sums if is_number(item.get(way)))
+        tokens = sum(_count(item.get(way)) for item in counts)
+        if tokens:
+            implied[way] = total / tokens
+    if implied and not any(math.isclose(quantized, loss, rel_tol=params.rel_tolerance) for loss in implied.values()):
+        return Verdict.failed(
+            f"The INT8 model's loss ({number(quantized)}) is not what its own session runs give: their logits give "
+            f"{number(next(iter(implied.values())))} on the tokens they predicted. Report the loss computed from the INT8 model's logits.",
+            expected=number(next(iter(implied.values()))),
+            found=number(quantized),
+        )
+    return None
+
+
 @check_kind("perplexity_comparison", PpxParams)
 def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
-    """compare_ppplx: the baseline's token-weighted loss, ppx = exp(loss), and the INT8 model's value present."""
+    """compare_ppplx: the baseline's token-weighted loss, ppx = exp(loss), and the INT8 model's loss from its own session runs."""
     texts, outcome, value = _comparison(context, params)
     where = f"on {len(texts)} hidden texts"
     if params.expect == "loss":
-        loss, _ = _label_result(value, "baseline", params.function)
-        forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
-        if not forwards:
-            return Verdict.error(
-                f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
-                found="no forward pass",
-            )
-        batch_size = int(forwards[0]["input_shape"][0])
-        key = "variants:" + json.dumps([params.model, texts, batch_size])
-        if key not in context.memo:
-            with quiet_libraries():
-                reference = (
-                    context.models.model(model_spec(params.model, dtype="float32")),
-                    context.models.tokenizer(params.model),
-                )
-                context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
-        data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
-        return judge_loss(
-            loss, context.memo[key], f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data
-        )
+        _label_result(value, "baseline", params.function)
+        return _baseline_loss(context, params, texts, outcome, value)
     if params.expect == "ppx":
         for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
             loss, ppx = _label_result(value, label, params.function)
@@ -704,6 +768,9 @@ def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
         return Verdict.passed("ppx is exp(loss) for every model evaluated.")
     baseline, _ = _label_result(value, "baseline", params.function)
     quantized, _ = _label_result(value, "quantized", params.function)
+    verdict = _quantized_runs(context, params, texts, outcome, value)
+    if verdict is not None:
+        return verdict
     if abs(quantized - baseline) > params.drift * abs(baseline):
         return Verdict.failed(
             f"The INT8 model's loss ({number(quantized)}) is far from the baseline's ({number(baseline)}) {where}; the grader's "
@@ -712,7 +779,8 @@ def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
             found=number(quantized),
         )
     return Verdict.passed(
-        f"The INT8 ONNX model is evaluated too: loss {number(quantized)} vs {number(baseline)} for the baseline {where}."
+        f"The INT8 ONNX model is evaluated by running its session on every text: loss {number(quantized)} vs "
+        f"{number(baseline)} for the baseline {where}."
     )
 
 

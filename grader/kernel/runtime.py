@@ -99,7 +99,7 @@ def describe(value: Any, depth: int = 0) -> Any:
             "padding_side": getattr(value, "padding_side", None),
             "vocab_size": len(value),
         }
-    if module.startswith("optimum.onnxruntime") and hasattr(value, "session"):
+    if _is_ort_model(value):
         return describe_onnx_model(value)
     if module.startswith("numpy") and hasattr(value, "shape"):
         return {"kind": "array", "type": _type_name(value), "shape": list(value.shape), "dtype": str(value.dtype)}
@@ -252,10 +252,34 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
     return {"sizes": sizes, "embedding": values}
 
 
+def _ort_model_class() -> Any:
+    """Optimum's ``ORTModel`` class, if the kernel imported Optimum's ONNX Runtime models (else None)."""
+    for name in ("optimum.onnxruntime.modeling", "optimum.onnxruntime.modeling_ort", "optimum.onnxruntime"):
+        cls = getattr(sys.modules.get(name), "ORTModel", None)
+        if isinstance(cls, type):
+            return cls
+    return None
+
+
+def _is_ort_model(value: Any) -> bool:
+    """Whether ``value`` really is an Optimum ONNX Runtime model (by type, not by its module's name)."""
+    cls = _ort_model_class()
+    return cls is not None and isinstance(value, cls)
+
+
+def _live_session(model: Any) -> Any:
+    """The ``onnxruntime.InferenceSession`` an ORT model holds, or None when it holds none."""
+    onnxruntime = sys.modules.get("onnxruntime")
+    session = getattr(model, "session", None)
+    if onnxruntime is None or not isinstance(session, onnxruntime.InferenceSession):
+        return None
+    return session
+
+
 def describe_onnx_model(model: Any) -> dict[str, Any]:
     """An ONNX Runtime model (Optimum's ORTModel...): its class, the ONNX file its session runs, its providers."""
-    session = getattr(model, "session", None)
-    path = getattr(model, "path", None) or getattr(session, "_model_path", None)
+    session = _live_session(model)
+    path = getattr(session, "_model_path", None) if session is not None else None
     try:
         providers = [str(provider) for provider in session.get_providers()] if session is not None else []
     except Exception:  # a broken session is still described
@@ -263,10 +287,226 @@ def describe_onnx_model(model: Any) -> dict[str, Any]:
     return {
         "kind": "onnx_model",
         "type": _type_name(model),
-        "path": str(path) if path is not None else "",
+        "path": str(path) if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__") else "",
         "providers": providers,
         "name_or_path": str(getattr(getattr(model, "config", None), "_name_or_path", "")),
     }
+
+
+MAX_ONNX_FILE = 4 * 1024**3  # the largest ONNX file whose graph is read (weights in external data are not read)
+# Matrix products that run on integers (dynamic and static QOperator formats, weight-only 4/8-bit).
+INTEGER_MATMULS = frozenset(
+    {"MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "QAttention", "MatMulNBits"}
+)
+INT8_TYPES = (2, 3)  # onnx.TensorProto.UINT8, INT8
+FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def graph_summary(graph_model: Any) -> dict[str, Any]:
+    """What an ONNX graph computes, in counts: integer matrix products and int8 weights on the path to its outputs.
+
+    A node is on the main path when one of the graph's outputs depends on it. A MatMul or Gemm fed
+    by a DequantizeLinear of an 8-bit initializer (the QDQ format) counts as an integer product,
+    since ONNX Runtime fuses it into one; a MatMul or Gemm with a float initializer as weight is a
+    float product.
+    """
+    operators: dict[str, int] = {}
+    int8_total = 0
+    integer_main = 0
+    float_weight_main = 0
+    int8_main: set[str] = set()
+    nodes_total = 0
+    graphs = [graph_model.graph]
+    while graphs:
+        graph = graphs.pop()
+        initializers = {initializer.name: initializer.data_type for initializer in graph.initializer}
+        int8_total += sum(1 for data_type in initializers.values() if data_type in INT8_TYPES)
+        producers = {output: node for node in graph.node for output in node.output if output}
+        main: set[int] = set()
+        pending = [output.name for output in graph.output]
+        seen: set[str] = set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            node = producers.get(name)
+            if node is not None and id(node) not in main:
+                main.add(id(node))
+                pending.extend(node.input)
+        for node in graph.node:
+            nodes_total += 1
+            operators[node.op_type] = operators.get(node.op_type, 0) + 1
+            graphs.extend(attribute.g for attribute in node.attribute if attribute.HasField("g"))
+            on_main = id(node) in main
+            if not on_main:
+                continue
+            int8_main.update(name for name in node.input if initializers.get(name) in INT8_TYPES)
+            if node.op_type in INTEGER_MATMULS:
+                integer_main += 1
+            elif node.op_type in ("MatMul", "Gemm"):
+                dequantized = [
+                    producers[name]
+                    for name in node.input
+                    if name in producers
+                    and producers[name].op_type == "DequantizeLinear"
+                    and initializers.get(producers[name].input[0]) in INT8_TYPES
+                ]
+                if dequantized:
+                    integer_main += 1
+                    int8_main.update(producer.input[0] for producer in dequantized)
+                elif any(initializers.get(name) in FLOAT_TYPES for name in node.input):
+                    float_weight_main += 1
+    common = sorted(operators.items(), key=lambda item: (-item[1], item[0]))[:12]
+    return {
+        "nodes": nodes_total,
+        "operators": dict(common),
+        "integer_ops": {op: count for op, count in operators.items() if op in INTEGER_MATMULS or "Quantize" in op},
+        "integer_matmuls_main": integer_main,
+        "float_weight_matmuls_main": float_weight_main,
+        "int8_initializers": int8_total,
+        "int8_initializers_main": len(int8_main),
+    }
+
+
+def _session_graph(session: Any) -> tuple[Any, str]:
+    """The ONNX graph a live session was created from (read here, in the kernel), and where from."""
+    import os
+
+    import onnx
+
+    model_bytes = getattr(session, "_model_bytes", None)
+    if isinstance(model_bytes, bytes):
+        if len(model_bytes) > MAX_ONNX_FILE:
+            raise ValueError(f"the session's model is {len(model_bytes)} bytes, more than the grader reads")
+        return onnx.load_from_string(model_bytes), "bytes"
+    path = getattr(session, "_model_path", None)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError("the session names no model file")
+    if os.path.getsize(path) > MAX_ONNX_FILE:
+        raise ValueError("the session's model file is larger than the grader reads")
+    return onnx.load(os.fspath(path), load_external_data=False), os.path.basename(os.fspath(path))
+
+
+def op_onnx_graph(request: dict[str, Any]) -> dict[str, Any]:
+    """The graph a kept ONNX Runtime model's live session runs, summarised; and whether running the model runs it."""
+    model = HANDLES[request["handle"]]
+    if request.get("item") is not None:
+        model = model[request["item"]]
+    if not _is_ort_model(model):
+        return {"status": "returned", "graph": {"problem": f"it is a {_type_name(model)}, not an Optimum ORTModel"}}
+    session = _live_session(model)
+    if session is None:
+        return {
+            "status": "returned",
+            "graph": {
+                "problem": f"its session is a {_type_name(getattr(model, 'session', None))}, not an onnxruntime.InferenceSession"
+            },
+        }
+    try:
+        graph_model, source = _session_graph(session)
+        summary = graph_summary(graph_model)
+    except Exception as error:
+        return {"status": "returned", "graph": {"problem": f"the graph of its session cannot be read ({type(error).__name__})"}}
+    summary["source"] = source
+    summary["probe"] = _probe_session(model, session)
+    return {"status": "returned", "graph": summary}
+
+
+def _probe_session(model: Any, session: Any) -> dict[str, Any]:
+    """Run the model on a few tokens and say whether that ran its own session (and how many sessions ran)."""
+    import torch
+
+    instrument_onnxruntime()
+    outer, RECORDER.call = RECORDER.call, []
+    try:
+        ids = torch.tensor([[1, 2, 3, 4]], dtype=torch.long)
+        with _capture(), torch.inference_mode():
+            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        error = None
+    except Exception as raised:
+        error = f"{type(raised).__name__}: {raised}"[:300]
+    runs, RECORDER.call = [event for event in RECORDER.call if event.get("type") == "onnx_run"], outer
+    serial = model_serial(session)
+    return {
+        "error": error,
+        "runs": len(runs),
+        "own_session_runs": sum(1 for event in runs if event.get("session_serial") == serial),
+    }
+
+
+# Sessions of the ONNX models the grader itself built in this kernel (by serial): their runs also record
+# the loss their logits give, so that a loss reported for them can be checked against the calls that ran.
+GRADER_SESSIONS: set[int] = set()
+
+
+def instrument_onnxruntime() -> None:
+    """Record every ``InferenceSession.run`` as an ``onnx_run`` event (once; only when onnxruntime is used)."""
+    if INSTALLED.get("onnxruntime"):
+        return
+    import onnxruntime
+
+    cls = onnxruntime.InferenceSession
+    cls.run = _instrumented_session_run(cls.run)
+    cls.run_with_iobinding = _instrumented_session_run(cls.run_with_iobinding, iobinding=True)
+    INSTALLED["onnxruntime"] = onnxruntime.__version__
+
+
+def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = False) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        serial = model_serial(self)
+        event: dict[str, Any] = {"type": "onnx_run", "session_serial": serial, "grader_session": serial in GRADER_SESSIONS}
+        event["iobinding"] = iobinding
+        feed = (args[1] if len(args) > 1 else kwargs.get("input_feed")) if not iobinding else None
+        event["start"] = RECORDER.now()
+        try:
+            outputs = original(self, *args, **kwargs)
+        finally:
+            event["end"] = RECORDER.now()
+            RECORDER.record(event)
+        if isinstance(feed, dict):
+            with contextlib.suppress(Exception):  # what a run's inputs and outputs say is evidence, not a requirement
+                event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None))
+        return outputs
+
+    return run
+
+
+def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: bool) -> dict[str, Any]:
+    """A session run's batch (rows and tokens each covers) and, for the grader's sessions, the loss its logits give."""
+    import numpy
+
+    ids = numpy.asarray(feed.get("input_ids"))
+    if ids.ndim != 2:
+        return {}
+    mask = feed.get("attention_mask")
+    mask = numpy.asarray(mask) if mask is not None else numpy.ones_like(ids)
+    if mask.shape != ids.shape:  # with a cache, the mask also covers past tokens
+        mask = numpy.ones_like(ids)
+    facts: dict[str, Any] = {"input_shape": list(ids.shape), "row_tokens": [int(v) for v in mask.sum(axis=1).tolist()[:MAX_IDS]]}
+    names = [output.name for output in session.get_outputs()]
+    if not with_loss or "logits" not in names or ids.shape[1] < 2:
+        return facts
+    logits = numpy.asarray(outputs[names.index("logits")])
+    sums = {"pairs": 0.0, "targets": 0.0, "all": 0.0}
+    counts = {"pairs": 0, "targets": 0, "all": 0}
+    for row in range(ids.shape[0]):  # row by row: bounded memory on a large vocabulary
+        scores = logits[row, :-1].astype(numpy.float64)
+        peak = scores.max(axis=-1, keepdims=True)
+        log_norm = peak[:, 0] + numpy.log(numpy.exp(scores - peak).sum(axis=-1))
+        nll = log_norm - scores[numpy.arange(scores.shape[0]), ids[row, 1:]]
+        selections = {
+            "pairs": (mask[row, 1:] == 1) & (mask[row, :-1] == 1),
+            "targets": mask[row, 1:] == 1,
+            "all": numpy.ones_like(mask[row, 1:], dtype=bool),
+        }
+        for name, selected in selections.items():
+            sums[name] += float(nll[selected].sum())
+            counts[name] += int(selected.sum())
+    facts["nll_sums"] = sums
+    facts["nll_counts"] = counts
+    return facts
 
 
 # --------------------------------------------------------------------------------------
@@ -341,6 +581,7 @@ class Recorder:
         self.call_dropped = 0
         self.generate_depth = 0
         self.forward_depth = 0
+        self.forward_stack: list[Any] = []  # the models whose forward is running, innermost last
         self.current_generate: dict[str, Any] | None = None
         self.tokenizer_depth = 0
         self.clock_origin = _perf_counter()
@@ -618,22 +859,119 @@ def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any
 
 
 def _instrumented_call(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``PreTrainedModel.__call__``: record top-level forward passes outside generate."""
+    """Wrap ``PreTrainedModel.__call__``: make sure the model's class ``forward`` is instrumented, then call."""
 
     @functools.wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        RECORDER.forward_depth += 1
-        try:
-            if RECORDER.forward_depth == 1:
-                if RECORDER.current_generate is not None:
-                    RECORDER.current_generate["forward_calls"] += 1
-                else:
-                    RECORDER.record(_forward_event(self, args, kwargs))
-            return original(self, *args, **kwargs)
-        finally:
-            RECORDER.forward_depth -= 1
+        _instrument_forward_of(type(self))
+        return original(self, *args, **kwargs)
 
     return __call__
+
+
+def _instrumented_post_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``PreTrainedModel.post_init`` (the end of every model's ``__init__``): instrument its class's forward."""
+
+    @functools.wraps(original)
+    def post_init(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _instrument_forward_of(type(self))
+        return original(self, *args, **kwargs)
+
+    return post_init
+
+
+def _instrument_forward_of(cls: type) -> None:
+    """Replace the ``forward`` a model class uses (where its MRO defines it) by a recording one, once."""
+    for klass in cls.__mro__:
+        forward = vars(klass).get("forward")
+        if forward is None:
+            continue
+        if not getattr(forward, "__llm_grader_instrumented__", False) and callable(forward):
+            with contextlib.suppress(AttributeError, TypeError):  # a class that refuses new attributes
+                klass.forward = _instrumented_forward(forward)  # type: ignore[attr-defined]
+        return
+
+
+def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a model class's ``forward``: record every forward pass however it is reached.
+
+    Recorded at the level of ``forward``, so a pass run from a module hook, from another model's
+    hook or by calling ``model.forward`` directly is seen; gradient mode is sampled inside it
+    (after every forward pre-hook ran) and the outputs' ``requires_grad`` read before any forward
+    hook could detach them. A model run by the forward of a model that holds it as a submodule
+    (GPT2Model inside GPT2LMHeadModel) is part of that pass, not a pass of its own.
+    """
+
+    @functools.wraps(original)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stack = RECORDER.forward_stack
+        if stack and not any(model is self for model in stack) and _holds(stack[-1], self):
+            return original(self, *args, **kwargs)
+        event: dict[str, Any] | None = None
+        if RECORDER.current_generate is not None:
+            if not stack:
+                RECORDER.current_generate["forward_calls"] += 1
+        else:
+            event = _forward_event(self, args, kwargs)
+            RECORDER.record(event)
+        stack.append(self)
+        RECORDER.forward_depth = len(stack)
+        try:
+            output = original(self, *args, **kwargs)
+        except BaseException as error:
+            if event is not None:
+                event["error"] = f"{type(error).__name__}: {error}"[:300]
+            raise
+        finally:
+            stack.pop()
+            RECORDER.forward_depth = len(stack)
+            if event is not None:
+                event["end"] = RECORDER.now()
+        if event is not None:
+            event["output_requires_grad"] = _output_requires_grad(output)
+        return output
+
+    forward.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
+    return forward
+
+
+def _holds(parent: Any, child: Any) -> bool:
+    """Whether ``child`` is a submodule of ``parent`` (its own part, not another model)."""
+    try:
+        return any(module is child for module in parent.modules())
+    except Exception:  # a module whose children cannot be listed
+        return False
+
+
+def _output_requires_grad(output: Any) -> bool | None:
+    """Whether a forward's loss or logits (or its first tensor) carry an autograd graph."""
+    import torch
+
+    tensors = []
+    for name in ("loss", "logits", "last_hidden_state"):
+        with contextlib.suppress(Exception):
+            value = output[name] if isinstance(output, dict) else getattr(output, name, None)
+            if isinstance(value, torch.Tensor):
+                tensors.append(value)
+    if not tensors and isinstance(output, (tuple, list)):
+        tensors = [value for value in output[:2] if isinstance(value, torch.Tensor)]
+    if isinstance(output, torch.Tensor):
+        tensors = [output]
+    if not tensors:
+        return None
+    return any(bool(tensor.requires_grad) for tensor in tensors)
+
+
+def _row_tokens(inputs: Any, attention_mask: Any) -> list[int] | None:
+    """Tokens each row of a forward's batch covers: its attention mask's ones, else the batch's width."""
+    import torch
+
+    if inputs is None or inputs.dim() < 2:
+        return None
+    rows, width = int(inputs.shape[0]), int(inputs.shape[1])
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 and tuple(attention_mask.shape) == (rows, width):
+        return [int(count) for count in attention_mask.sum(dim=1).tolist()[:MAX_IDS]]
+    return [width] * min(rows, MAX_IDS)
 
 
 def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -641,10 +979,12 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
     inputs = _first_tensor(args, kwargs, "input_ids", "inputs_embeds")
     labels = kwargs.get("labels")
+    attention_mask = kwargs.get("attention_mask")
     return {
         "type": "forward",
         "model_id": id(model),
         "model_serial": model_serial(model),
+        "model_type": _type_name(model),
         "start": RECORDER.now(),
         "grad_enabled": torch.is_grad_enabled(),
         "inference_mode": torch.is_inference_mode_enabled(),
@@ -652,8 +992,10 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         "model_device": str(getattr(model, "device", "unknown")),
         "input_shape": list(inputs.shape) if inputs is not None else None,
         "input_device": str(inputs.device) if inputs is not None else None,
+        "row_tokens": _row_tokens(inputs, attention_mask),
         "has_labels": labels is not None,
-        "has_attention_mask": kwargs.get("attention_mask") is not None,
+        "has_attention_mask": attention_mask is not None,
+        "nested": bool(RECORDER.forward_stack),
     }
 
 
@@ -781,6 +1123,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
     torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
     transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
+    transformers.PreTrainedModel.post_init = _instrumented_post_init(transformers.PreTrainedModel.post_init)  # type: ignore[method-assign]
     # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and
     # on the classes that override them: however a timer surrounds tokenizing, it is paced once.
     tokenizer_classes = [
@@ -872,8 +1215,10 @@ def _build(recipe: Any) -> Any:
         if key not in HANDLES:
             from optimum.onnxruntime import ORTModelForCausalLM
 
+            instrument_onnxruntime()
             with _capture():
                 HANDLES[key] = ORTModelForCausalLM.from_pretrained(payload["path"], file_name=payload["file_name"])
+            GRADER_SESSIONS.add(model_serial(HANDLES[key].session))
         return HANDLES[key]
     if tag == "$tokenizer":
         return _tokenizer(payload if isinstance(payload, dict) else {"hub_id": payload})
@@ -1083,6 +1428,8 @@ def op_generate(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("item") is not None:  # a model kept inside a returned tuple, such as (model, info)
         model = model[request["item"]]
     tokenizer = _build({"$tokenizer": request["tokenizer"]})
+    if _is_ort_model(model):
+        instrument_onnxruntime()  # so that the answer says whether its ONNX Runtime session ran
     RECORDER.call = []
     try:
         inputs = tokenizer(request["prompt"], return_tensors="pt").to(model.device)
@@ -1135,6 +1482,7 @@ OPERATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "release": op_release,
     "events": op_events,
     "environment": op_environment,
+    "onnx_graph": op_onnx_graph,
 }
 
 
