@@ -68,7 +68,7 @@ class GradescopeResults(BaseModel):
 
 
 def run_grade(
-    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `grade` command with the tests' hidden-input seed.
 
@@ -78,7 +78,7 @@ def run_grade(
         [sys.executable, "-m", "grader", *args, "--seed", str(SEED)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
         cwd=cwd,
         env={**os.environ, **env} if env is not None else None,
     )

@@ -11,6 +11,10 @@ import pytest
 from tests.contract import results, run_grade
 from tests.corpus import CORPUS, also_loses, cheats, correct, variants
 
+# One run grades a whole corpus (30-odd notebooks): its first test waits for it, on a loaded machine
+# for longer than the suite's 600 s per test.
+CORPUS_TIMEOUT_S = 2400
+
 
 def assert_full_marks(out: Path, submission: str) -> None:
     """Every automatic point, and no written answer rejected (skipped GPU checks aside)."""
@@ -54,14 +58,16 @@ def corpus_tests(
     def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
         """Grade the assignment's whole corpus in one run."""
         out: Path = tmp_path_factory.mktemp(f"corpus-{assignment}")
-        run_grade(str(CORPUS / assignment), "--out", str(out), cwd=root)
+        run_grade(str(CORPUS / assignment), "--out", str(out), cwd=root, timeout=CORPUS_TIMEOUT_S)
         return out
 
     @pytest.mark.parametrize("submission", correct(assignment))
+    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_correct_notebook_keeps_every_point(graded: Path, submission: str) -> None:
         assert_full_marks(graded, submission)
 
     @pytest.mark.parametrize("submission", sorted(variants(assignment)))
+    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
         mistake = variants(assignment)[submission]
         if written and mistake in written:
@@ -70,6 +76,7 @@ def corpus_tests(
         assert_loses_the_samples_points(graded, submission, mistakes[mistake][0] | also_loses(assignment, submission))
 
     @pytest.mark.parametrize("submission", sorted(cheats(assignment)))
+    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_cheat_loses_the_points_it_cheats_for(graded: Path, submission: str) -> None:
         assert_loses_the_samples_points(graded, submission, cheats(assignment)[submission])
 
