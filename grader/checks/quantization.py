@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
-from grader.checks.labels import missing_scenarios
+from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants
 from grader.checks.timing import (
     LatencyTolerance,
@@ -967,6 +967,8 @@ class ControllerParams(LatencyTolerance):
         description="The student's measuring functions, watched during the run: the table's latencies come from them.",
     )
     ppx_function: str = Field("compare_ppplx", description="The student's perplexity function, watched during the run.")
+    ablation_function: str = Field("ablate_cache_and_padding", description="Whose entries a cache/padding row reports.")
+    batched_function: str = Field("measure_batched", description="Whose rows a batch-size row reports.")
 
 
 def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
@@ -1002,6 +1004,34 @@ def _close(value: float, candidates: list[float]) -> bool:
     return any(math.isclose(value, candidate, rel_tol=1e-3, abs_tol=5e-4) for candidate in candidates)
 
 
+def _scenario_latencies(params: ControllerParams, outcome: CallOutcome, scenario: Scenario) -> tuple[list[float], str]:
+    """What the run's ablation returned for this cache/padding setting, and its batching for this batch size
+    (the labels read by meaning), with the functions' names; nothing when the label names neither."""
+    found: list[float] = []
+    sources = []
+    if scenario.use_cache is not None and scenario.padding is not None:
+        sources.append(params.ablation_function)
+        for event in outcome.returned_events(params.ablation_function):
+            value = decode(event["value"])
+            for key, metrics in value.items() if isinstance(value, dict) else ():
+                setting = read_scenario(key)
+                if setting.use_cache is scenario.use_cache and setting.padding == scenario.padding:
+                    found += _reported(metrics, "latency_s")
+    if scenario.batch_size is not None:
+        sources.append(params.batched_function)
+        for event in outcome.returned_events(params.batched_function):
+            frame = decode(event["value"])
+            if isinstance(frame, Frame) and {"batch_size", "latency_s"} <= set(frame.columns):
+                found += [
+                    float(row["latency_s"])
+                    for row in frame.records()
+                    if is_number(row["batch_size"])
+                    and int(row["batch_size"]) == scenario.batch_size
+                    and is_number(row["latency_s"])
+                ]
+    return found, " and ".join(sources)
+
+
 def judge_table_sources(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
     """None if every latency of the table is one the run measured and every perplexity one the run computed.
 
@@ -1024,6 +1054,16 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
             return Verdict.failed(
                 f"The results table's row {scenario!r} has latency_s {kind_of(latency)}: report the measured latency.",
                 found=kind_of(latency),
+            )
+        own, sources = _scenario_latencies(params, outcome, read_scenario(scenario))
+        if own and not _close(float(latency), own):
+            # The function that measured this scenario returned it during the run: the row must say the same.
+            return Verdict.failed(
+                f"The row {scenario!r} of the table {call} returned reads latency_s {number(float(latency), 's')}, but "
+                f"{sources} returned {', '.join(number(value, 's') for value in own[:4])} for that scenario during the run: "
+                "fill each row from the results of its own scenario.",
+                expected=f"the latency {sources} measured for {scenario!r}",
+                found=number(float(latency), "s"),
             )
         measured = _close(float(latency), latencies) or any(
             judge_latency(params, float(latency), [event], int(event.get("max_new_tokens") or 0)) is None for event in events
