@@ -25,6 +25,7 @@ from grader.checks.timing import (
     call_timed,
     cuda_misuse,
     generated_anything,
+    judge_generate_inputs,
     judge_synchronize,
     judge_timed_call,
     require_keys,
@@ -424,9 +425,12 @@ def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
             if verdict is not None:
                 return verdict
         else:
+            wrong_inputs = judge_generate_inputs(
+                context.models.tokenizer(params.model), timed, [prompt], max_new_tokens, params.function
+            )
+            if wrong_inputs is not None:
+                return wrong_inputs
             problems = []
-            if timed.get("max_new_tokens") != max_new_tokens:
-                problems.append(f"max_new_tokens={timed.get('max_new_tokens')} instead of {max_new_tokens}")
             if timed.get("use_cache") is not use_cache:
                 problems.append(f"use_cache={timed.get('use_cache')} instead of {use_cache}")
             if str(timed.get("input_device")) != str(timed.get("model_device")):

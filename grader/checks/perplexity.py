@@ -20,7 +20,14 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.identity import other_model
-from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
+from grader.checks.timing import (
+    LatencyTolerance,
+    call_timed,
+    judge_generate_inputs,
+    judge_synchronize,
+    judge_timed_call,
+    retry_while_too_long,
+)
 from grader.harness import CallOutcome, literal, model, model_spec
 from grader.quiet import quiet_libraries
 from grader.replay import reference_side
@@ -555,7 +562,9 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
                 found=f"{kind_of(latency)}, {kind_of(rate)}",
             )
         events = outcome.generate_events()
-        verdict = judge_timed_call(params, float(latency), outcome, max_new_tokens)
+        verdict = judge_generate_inputs(
+            context.models.tokenizer(params.model), events[-1], [prompt], max_new_tokens, params.function
+        ) or judge_timed_call(params, float(latency), outcome, max_new_tokens)
         if verdict is not None:
             return verdict
         generated = int(events[-1].get("new_tokens", [max_new_tokens])[0])

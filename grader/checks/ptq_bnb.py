@@ -17,7 +17,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.timing import LatencyTolerance, call_timed, judge_synchronize, judge_timed_call, retry_while_too_long
+from grader.checks.timing import (
+    LatencyTolerance,
+    call_timed,
+    judge_generate_inputs,
+    judge_synchronize,
+    judge_timed_call,
+    retry_while_too_long,
+)
 from grader.harness import CallOutcome, handle, model, model_spec
 from grader.replay import reference_side
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
@@ -191,6 +198,10 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
             expected="one model.generate call",
             found="no generate call",
         )
+    reference_tokenizer = context.models.tokenizer(params.model)
+    wrong_inputs = judge_generate_inputs(reference_tokenizer, events[-1], [params.prompt], params.max_new_tokens, params.function)
+    if wrong_inputs is not None:
+        return wrong_inputs
     if isinstance(text, Tensor):
         return Verdict.failed(
             f"{params.function} returns the output token tensor instead of text: decode it with tokenizer.decode(outputs[0], skip_special_tokens=True).",
@@ -266,6 +277,11 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
             return Verdict.failed(
                 f"{params.function} never called model.generate, so its latency measures nothing.", found="no generate call"
             )
+        wrong_inputs = judge_generate_inputs(
+            context.models.tokenizer(params.model), events[-1], [prompt], max_new_tokens, params.function
+        )
+        if wrong_inputs is not None:
+            return wrong_inputs
         measurements.append((float(latency), outcome, max_new_tokens))
     data = {
         "calls": [

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import secrets
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,15 +22,20 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.common import screen_answer
-from grader.checks.labels import missing_scenarios
+from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
+    carries_prompt,
+    event_rows,
+    judge_generate_inputs,
     judge_latency,
     judge_timed_call,
+    max_matching,
     require_keys,
     retry_while_too_long,
+    tokens_limit,
 )
 from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.quiet import quiet_libraries
@@ -139,6 +145,11 @@ def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], 
     _metrics_dict(value, call, METRICS)
     if not outcome.generate_events():
         raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
+    wrong_inputs = judge_generate_inputs(
+        context.models.tokenizer(params.model), outcome.generate_events()[-1], prompts, max_new_tokens, params.function
+    )
+    if wrong_inputs is not None:
+        raise StopCheck(replace(wrong_inputs, data={**wrong_inputs.data, "ignores_inputs": True}))
     return prompts, max_new_tokens, outcome, value
 
 
@@ -351,15 +362,16 @@ class AblationParams(PromptsParams):
 
     expect: Literal["keys", "settings"] = Field(description="What this check judges.")
     function: str = Field("ablate_cache_and_padding", description="The student's function.")
+    measure_function: str = Field(
+        "measure_generation", description="The student's measuring function, watched (what it generates is its own check's)."
+    )
 
 
 def _setting_events(outcome: CallOutcome, use_cache: bool, side: str, max_new_tokens: int) -> list[dict[str, Any]]:
     return [
         event
         for event in outcome.generate_events()
-        if event.get("use_cache") is use_cache
-        and event.get("padding_side") == side
-        and event.get("max_new_tokens") == max_new_tokens
+        if event.get("use_cache") is use_cache and event.get("padding_side") == side and tokens_limit(event) == max_new_tokens
     ]
 
 
@@ -388,6 +400,7 @@ def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str],
                 literal(prompts),
                 literal(max_new_tokens),
                 pace_s=params.pace_s,
+                watch=(params.measure_function,),
             )
             if not outcome.ok or not _ablation_too_long(params, outcome, outcome.value, max_new_tokens):
                 break
@@ -418,10 +431,25 @@ def _measure_mistimes(context: CheckContext) -> bool:
     return False
 
 
+def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_function: str = "measure_generation") -> bool:
+    """Whether a call that went through the student's measure_generation fails because that function itself
+    does not generate the prompts or max_new_tokens it is given (charged in its own checks, not again)."""
+    if not outcome.returned_events(measure_function):
+        return False  # the call never used measure_generation: its own generate calls are its own
+    for check in context.rubric.checks:
+        if check.kind == "batch_measure":
+            try:
+                _measured(context, MeasureParams.model_validate(dict(check.params)))
+            except StopCheck as stop:
+                return bool(stop.verdict.data.get("ignores_inputs"))
+            return False
+    return False
+
+
 @check_kind("cache_padding_ablation", AblationParams)
 def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Verdict:
     """The ablation: four settings keyed as the starter says, each measured as its own generate call shows."""
-    _, max_new_tokens, outcome, value = _ablation(context, params)
+    prompts, max_new_tokens, outcome, value = _ablation(context, params)
     wanted = [setting_key(use_cache, side) for use_cache, side in SETTINGS]
     if params.expect == "keys":
         if sorted(map(str, value)) != sorted(wanted):
@@ -466,10 +494,23 @@ def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Ver
     if not problems:
         missing = [setting_key(*setting) for setting in SETTINGS if not _setting_events(outcome, *setting, max_new_tokens)]
         if missing:
-            tokens = sorted({str(event.get("max_new_tokens")) for event in events})
+            tokens = sorted({str(tokens_limit(event)) for event in events})
             problems.append(
                 f"no generate call ran {', '.join(missing)} with max_new_tokens={max_new_tokens} (max_new_tokens seen: {', '.join(tokens)})"
             )
+    if not problems:
+        reference_tokenizer = context.models.tokenizer(params.model)
+        for use_cache, side in SETTINGS:
+            timed = _setting_events(outcome, use_cache, side, max_new_tokens)[-1]
+            wrong_inputs = judge_generate_inputs(reference_tokenizer, timed, prompts, max_new_tokens, params.function)
+            if wrong_inputs is not None:
+                problems.append(f"under {setting_key(use_cache, side)!r}: {wrong_inputs.message.rstrip('.')}")
+                break
+    if problems and measure_ignores_inputs(context, outcome, params.measure_function):
+        return Verdict.passed(
+            f"The ablation goes through {params.measure_function}, which does not generate the prompts it is given: "
+            "charged in its own checks."
+        )
     if problems:
         return Verdict.failed(
             f"Called with {len(SETTINGS)} settings to compare, {'; '.join(problems)}.",
@@ -493,12 +534,15 @@ class BatchParams(PromptsParams):
 
     expect: Literal["rows", "sizes", "throughput"] = Field(description="What this check judges.")
     function: str = Field("measure_batched", description="The student's function.")
+    measure_function: str = Field(
+        "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
+    )
     batch_sizes: list[list[int]] = Field(
         [[1, 2], [3, 5]], min_length=2, description="Ranges the increasing batch sizes are drawn from."
     )
 
 
-def _batched(context: CheckContext, params: BatchParams) -> tuple[list[int], int, CallOutcome, Frame]:
+def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], list[int], int, CallOutcome, Frame]:
     prompts, max_new_tokens = draw_prompts(context, params, "batching")
     rng = context.rng_for("batching-sizes")
     sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
@@ -512,6 +556,7 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[int], int
             literal(sizes),
             literal(max_new_tokens),
             pace_s=params.pace_s,
+            watch=(params.measure_function,),
         )
     outcome = context.memo[key]
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
@@ -520,7 +565,7 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[int], int
         raise StopCheck(
             Verdict.failed(f"{call} should return a pandas DataFrame, but it returned {kind_of(frame)}.", found=kind_of(frame))
         )
-    return sizes, max_new_tokens, outcome, frame
+    return prompts, sizes, max_new_tokens, outcome, frame
 
 
 def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
@@ -539,7 +584,7 @@ def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
 @check_kind("batched_generation", BatchParams)
 def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
     """measure_batched: a row per batch size; generate really batched; throughput over every sequence."""
-    sizes, max_new_tokens, outcome, frame = _batched(context, params)
+    prompts, sizes, max_new_tokens, outcome, frame = _batched(context, params)
     _require_columns(frame, BATCH_COLUMNS if params.expect == "rows" else BATCH_COLUMNS[:3])
     reported = frame.column("batch_size")
     if params.expect == "rows":
@@ -550,11 +595,16 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                 found=str(reported),
             )
         return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
-    timed = [event for event in timed_calls(outcome) if event.get("max_new_tokens") == max_new_tokens]
+    timed = [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
     shapes = [int((event.get("input_shape") or [0])[0]) for event in timed]
     if params.expect == "sizes":
         # Judged against the rows' own batch sizes: rows for other sizes than asked are the rows check's.
         claimed = [int(v) if is_number(v) else v for v in reported]
+        if shapes != claimed and measure_ignores_inputs(context, outcome, params.measure_function):
+            return Verdict.passed(
+                f"The batches go through {params.measure_function}, which does not generate the prompts it is given: "
+                "charged in its own checks."
+            )
         if shapes != claimed:
             return Verdict.failed(
                 f"The rows report batch sizes {claimed}, but the timed generate calls (max_new_tokens={max_new_tokens}) received "
@@ -562,8 +612,25 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                 expected=f"batches of {claimed}",
                 found=f"batches of {shapes}",
             )
+        reference_tokenizer = context.models.tokenizer(params.model)
+        for timed_event in timed:
+            batch = event_rows(timed_event) or []
+            stray = next((row for row in batch if not any(carries_prompt(reference_tokenizer, row, p) for p in prompts)), None)
+            if stray is not None and not measure_ignores_inputs(context, outcome, params.measure_function):
+                text = reference_tokenizer.decode(stray[:40], skip_special_tokens=True)
+                return Verdict.failed(
+                    f"A timed generate call of {params.function} (batch of {len(batch)}) ran a row that is none of the prompts "
+                    f"it was given: it reads {text[:80]!r}. Build each batch from the prompts argument.",
+                    expected="rows drawn from the prompts passed",
+                    found=repr(text[:80]),
+                )
         return Verdict.passed(f"The timed generate calls received batches of {shapes} prompts, as the rows report.")
     by_size = {int((event.get("input_shape") or [0])[0]): event for event in timed}
+    measured = {
+        float(item["latency_s"])
+        for returned in outcome.returned_events(params.measure_function)
+        if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
+    }
     for row in frame.records():
         latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"])
         if not all(is_number(v) and float(v) > 0 for v in (latency, rate, per_sample, row["batch_size"])):
@@ -571,8 +638,16 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
         event = by_size.get(int(row["batch_size"]))
         if event is None:
             continue  # batches of another size are charged by the sizes check
-        low, high = token_range(event)
         rows = int(row["batch_size"])
+        mistimed = judge_latency(params, float(latency), [event], max_new_tokens)
+        # A latency measure_generation returned is judged in its own check: not charged twice here.
+        if mistimed is not None and not (float(latency) in measured and _measure_mistimes(context)):
+            return Verdict.failed(
+                f"For batch size {rows}: {mistimed.message} Report the latency of the batch's own timed generate call.",
+                expected=mistimed.expected,
+                found=mistimed.found,
+            )
+        low, high = token_range(event)
         produced = float(rate) * float(latency)
         if not low * (1 - params.rate_tolerance) <= produced <= high * (1 + params.rate_tolerance):
             first_only = rows > 1 and produced <= high / rows * (1 + params.rate_tolerance)
@@ -791,10 +866,14 @@ def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
 EDGE_KINDS = ("very short", "very long", "multi-line", "repetitive")
 
 
-class EdgeParams(Params):
-    """How the edge prompts are probed and told apart."""
+class EdgeParams(LatencyTolerance):
+    """How the edge prompts are probed and told apart, and how far their metrics may be from their generate calls."""
 
     function: str = Field("probe_edge_prompts", description="The student's function.")
+    measure_function: str = Field(
+        "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
+    )
+    rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of derived rates (tokens_per_s, ms_per_token).")
     model: str = Field("gpt2", description="Hub ID of the model and tokenizer.")
     tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
@@ -840,12 +919,16 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     """probe_edge_prompts: very short, very long, multi-line and repetitive prompts, each with the same max_new_tokens."""
     max_new_tokens = context.rng_for("edge").randint(*params.tokens)
     call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
-    outcome = context.call(
-        params.function,
-        model(model_spec(params.model, dtype="float32")),
-        context.tokenizer(params.model),
-        literal(max_new_tokens),
-    )
+    for _ in range(params.attempts):  # again while a latency reads too long (a preempted run does not repeat)
+        outcome = context.call(
+            params.function,
+            model(model_spec(params.model, dtype="float32")),
+            context.tokenizer(params.model),
+            literal(max_new_tokens),
+            watch=(params.measure_function,),
+        )
+        if not outcome.ok or _edge_unmatched(params, outcome, max_new_tokens) is None:
+            break
     value = context.returned(outcome, call)
     if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):
         return Verdict.failed(
@@ -865,6 +948,11 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     ]
     kinds = {kind: [timed[index]] for kind, index in assign_kinds(traits, EDGE_KINDS).items()}
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
+    if missing and measure_ignores_inputs(context, outcome, params.measure_function):
+        return Verdict.passed(
+            f"The edge prompts go through {params.measure_function}, which does not generate the prompts it is given: "
+            "charged in its own checks."
+        )
     if missing:
         return Verdict.failed(
             f"No generate call of {call} had a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens; "
@@ -872,7 +960,7 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
             expected=", ".join(EDGE_KINDS),
             found=", ".join(kinds) or "none of them",
         )
-    unfair = sorted({str(e.get("max_new_tokens")) for events in kinds.values() for e in events[-1:]} - {str(max_new_tokens)})
+    unfair = sorted({str(tokens_limit(e)) for events in kinds.values() for e in events[-1:]} - {str(max_new_tokens)})
     if unfair:
         return Verdict.failed(
             f"Called with max_new_tokens={max_new_tokens}, some edge prompts ran with max_new_tokens={', '.join(unfair)}: "
@@ -880,7 +968,48 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
             expected=f"max_new_tokens={max_new_tokens} everywhere",
             found=", ".join(unfair),
         )
+    unmatched = _edge_unmatched(params, outcome, max_new_tokens)
+    if unmatched is not None:
+        measured = {
+            float(item["latency_s"])
+            for returned in outcome.returned_events(params.measure_function)
+            if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
+        }
+        latencies = [float(metrics["latency_s"]) for metrics in value.values()]
+        # Latencies measure_generation itself mistimes are charged in its own check, not here again.
+        if not (all(latency in measured for latency in latencies) and _measure_mistimes(context)):
+            return Verdict.failed(
+                f"The metrics {call} reports for {unmatched!r} are not those of any generate call it made (latency_s "
+                "within the tolerance of the call's duration, tokens_per_s x latency_s its new tokens): report each "
+                "prompt's own measurement.",
+                expected="each entry's metrics from its own timed generate call",
+                found=f"{unmatched!r}: latency_s {number(float(value[unmatched]['latency_s']), 's')}",
+            )
     return Verdict.passed(f"All four edge prompt kinds were measured with max_new_tokens={max_new_tokens}.")
+
+
+def _edge_fits(params: EdgeParams, metrics: Any, event: dict[str, Any], max_new_tokens: int) -> bool:
+    """Whether an edge entry's metrics are those of this generate call."""
+    if not isinstance(metrics, dict) or not all(is_number(metrics.get(key)) for key in SETTING_METRICS):
+        return False
+    latency, rate = float(metrics["latency_s"]), float(metrics["tokens_per_s"])
+    if latency <= 0 or judge_latency(params, latency, [event], max_new_tokens) is not None:
+        return False
+    low, high = token_range(event)
+    return low * (1 - params.rate_tolerance) <= rate * latency <= high * (1 + params.rate_tolerance)
+
+
+def _edge_unmatched(params: EdgeParams, outcome: CallOutcome, max_new_tokens: int) -> str | None:
+    """The first entry of the edge result whose metrics no distinct timed generate call of the run explains; None if all are."""
+    value = outcome.value
+    if not outcome.ok or not isinstance(value, dict):
+        return None
+    events = timed_calls(outcome)
+    names = list(value)
+    fits = [[i for i, event in enumerate(events) if _edge_fits(params, value[name], event, max_new_tokens)] for name in names]
+    if max_matching(fits) == len(names):
+        return None
+    return str(next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1]))
 
 
 # --------------------------------------------------------------------------------------
@@ -890,8 +1019,8 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
 TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
 
 
-class ControllerParams(Params):
-    """A hidden run of the whole exercise."""
+class ControllerParams(LatencyTolerance):
+    """A hidden run of the whole exercise (the tolerance: a table latency against a generate call of the run)."""
 
     expect: Literal["table", "takeaways", "builder"] = Field(
         description="What this check judges ('builder': the table build_results_table returned during the run)."
@@ -906,6 +1035,13 @@ class ControllerParams(Params):
         "A short takeaway (3-5 bullets) stating the biggest wins and when they apply.",
         description="What the takeaways answer (a takeaway that copies or rewords it is flagged).",
     )
+    measure_functions: list[str] = Field(
+        ["measure_generation", "ablate_cache_and_padding", "measure_batched", "probe_edge_prompts"],
+        description="The student's measuring functions, watched during the run: the table's latencies come from them.",
+    )
+    ppx_function: str = Field("compare_ppplx", description="The student's perplexity function, watched during the run.")
+    ablation_function: str = Field("ablate_cache_and_padding", description="Whose entries a cache/padding row reports.")
+    batched_function: str = Field("measure_batched", description="Whose rows a batch-size row reports.")
 
 
 def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
@@ -916,9 +1052,111 @@ def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[l
     key = f"controller:{call}:{params.table_function}"
     if key not in context.memo:
         context.memo[key] = context.call(
-            params.function, literal(params.model), literal(sizes), literal(max_new_tokens), watch=(params.table_function,)
+            params.function,
+            literal(params.model),
+            literal(sizes),
+            literal(max_new_tokens),
+            watch=(params.table_function, *params.measure_functions, params.ppx_function),
         )
     return sizes, call, context.memo[key]
+
+
+def _reported(value: Any, key: str) -> list[float]:
+    """Every number under ``key`` in what a measuring function returned: a dict, a dict of dicts, or a DataFrame's column."""
+    if isinstance(value, Frame):
+        return [float(v) for v in value.column(key) if is_number(v)] if key in value.columns else []
+    if not isinstance(value, dict):
+        return []
+    if is_number(value.get(key)):
+        return [float(value[key])]
+    return [number for item in value.values() for number in _reported(item, key) if isinstance(item, (dict, Frame))]
+
+
+def _close(value: float, candidates: list[float]) -> bool:
+    """Whether ``value`` is one of ``candidates``, as printed to 3 decimals or more."""
+    return any(math.isclose(value, candidate, rel_tol=1e-3, abs_tol=5e-4) for candidate in candidates)
+
+
+def _scenario_latencies(params: ControllerParams, outcome: CallOutcome, scenario: Scenario) -> tuple[list[float], str]:
+    """What the run's ablation returned for this cache/padding setting, and its batching for this batch size
+    (the labels read by meaning), with the functions' names; nothing when the label names neither."""
+    found: list[float] = []
+    sources = []
+    if scenario.use_cache is not None and scenario.padding is not None:
+        sources.append(params.ablation_function)
+        for event in outcome.returned_events(params.ablation_function):
+            value = decode(event["value"])
+            for key, metrics in value.items() if isinstance(value, dict) else ():
+                setting = read_scenario(key)
+                if setting.use_cache is scenario.use_cache and setting.padding == scenario.padding:
+                    found += _reported(metrics, "latency_s")
+    if scenario.batch_size is not None:
+        sources.append(params.batched_function)
+        for event in outcome.returned_events(params.batched_function):
+            frame = decode(event["value"])
+            if isinstance(frame, Frame) and {"batch_size", "latency_s"} <= set(frame.columns):
+                found += [
+                    float(row["latency_s"])
+                    for row in frame.records()
+                    if is_number(row["batch_size"])
+                    and int(row["batch_size"]) == scenario.batch_size
+                    and is_number(row["latency_s"])
+                ]
+    return found, " and ".join(sources)
+
+
+def judge_table_sources(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
+    """None if every latency of the table is one the run measured and every perplexity one the run computed.
+
+    A latency counts as measured when a watched measuring function returned it during the run, or when it
+    agrees with the duration of a generate call of the run; a perplexity when the watched perplexity
+    function returned it.
+    """
+    _, call, outcome = _controller_call(context, params)
+    events = outcome.generate_events()
+    returned = [decode(event["value"]) for name in params.measure_functions for event in outcome.returned_events(name)]
+    latencies = [latency for value in returned for latency in _reported(value, "latency_s")]
+    perplexities = [
+        ppx for event in outcome.returned_events(params.ppx_function) for ppx in _reported(decode(event["value"]), "ppx")
+    ]
+    for row in table.records():
+        scenario: Any = row.get("scenario")
+        latency: Any = row.get("latency_s")
+        ppx: Any = row.get("ppx")
+        if not is_number(latency):
+            return Verdict.failed(
+                f"The results table's row {scenario!r} has latency_s {kind_of(latency)}: report the measured latency.",
+                found=kind_of(latency),
+            )
+        own, sources = _scenario_latencies(params, outcome, read_scenario(scenario))
+        if own and not _close(float(latency), own):
+            # The function that measured this scenario returned it during the run: the row must say the same.
+            return Verdict.failed(
+                f"The row {scenario!r} of the table {call} returned reads latency_s {number(float(latency), 's')}, but "
+                f"{sources} returned {', '.join(number(value, 's') for value in own[:4])} for that scenario during the run: "
+                "fill each row from the results of its own scenario.",
+                expected=f"the latency {sources} measured for {scenario!r}",
+                found=number(float(latency), "s"),
+            )
+        measured = _close(float(latency), latencies) or any(
+            judge_latency(params, float(latency), [event], int(event.get("max_new_tokens") or 0)) is None for event in events
+        )
+        if not measured:
+            return Verdict.failed(
+                f"The row {scenario!r} of the table {call} returned reads latency_s {number(float(latency), 's')}, which no "
+                f"measurement of the run gave ({len(events)} generate call(s), {len(latencies)} latencies returned by "
+                f"{', '.join(params.measure_functions)}): fill the table from the run's own results.",
+                expected="latencies measured during the run",
+                found=number(float(latency), "s"),
+            )
+        if is_number(ppx) and math.isfinite(float(ppx)) and not _close(float(ppx), perplexities):
+            return Verdict.failed(
+                f"The row {scenario!r} of the table {call} returned reads ppx {number(float(ppx))}, which {params.ppx_function} "
+                f"did not return during the run ({len(perplexities)} perplexities): take ppx from its results.",
+                expected=f"a perplexity {params.ppx_function} returned",
+                found=number(float(ppx)),
+            )
+    return None
 
 
 def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
@@ -1012,7 +1250,15 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
         return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
     sizes, table, takeaways = _controller(context, params)
     if params.expect == "takeaways":
-        return judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
+        verdict = judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
+        if verdict.outcome != "failed" and not _controller_call(context, params)[2].generate_events():
+            return Verdict.failed(
+                "The controller made no generate call, so its takeaways rest on no measurement: run the experiment "
+                "(baseline, quantized, ablation, batching, edge prompts) and draw the takeaways from its results.",
+                expected="takeaways from a run that generated text",
+                found="no generate call during the run",
+            )
+        return verdict
     verdict = judge_table(table, sizes, params.function)
     if verdict is not None:
         outcome = _controller_call(context, params)[2]
@@ -1025,4 +1271,10 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
                 f"in {params.table_function}'s own check."
             )
         return verdict
-    return Verdict.passed(f"The results table holds every scenario ({table.length} rows) with {', '.join(TABLE_COLUMNS)}.")
+    unmeasured = judge_table_sources(context, params, table)
+    if unmeasured is not None:
+        return unmeasured
+    return Verdict.passed(
+        f"The results table holds every scenario ({table.length} rows) with {', '.join(TABLE_COLUMNS)}, "
+        "its latencies and perplexities those the run measured."
+    )

@@ -239,3 +239,103 @@ def cuda_misuse(outcome: CallOutcome, function: str, on_cuda: bool) -> Verdict |
         found=f"{outcome.exception.type} raised",
         details=(outcome.exception.traceback,) if outcome.exception.traceback else (),
     )
+
+
+def _contains(row: list[int], ids: list[int]) -> bool:
+    """Whether ``ids`` occur in ``row`` as one contiguous run."""
+    width = len(ids)
+    return width > 0 and any(row[start : start + width] == ids for start in range(len(row) - width + 1))
+
+
+def carries_prompt(reference_tokenizer: Any, row: list[int], prompt: str) -> bool:
+    """Whether a generate row holds ``prompt``: its ids in a run (special tokens or a template around them
+    allowed), or its text in the row's decoded text (a template may tokenize its edges differently)."""
+    ids = list(reference_tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    if _contains(row, ids):
+        return True
+    text = prompt.strip()
+    return bool(text) and text in reference_tokenizer.decode(row, skip_special_tokens=True)
+
+
+def max_matching(fits: list[list[int]]) -> int:
+    """The most items that can each be given a distinct partner they fit (``fits[item]``: partner indices)."""
+    owner: dict[int, int] = {}
+
+    def assign(row: int, seen: set[int]) -> bool:
+        for prompt in fits[row]:
+            if prompt not in seen:
+                seen.add(prompt)
+                if prompt not in owner or assign(owner[prompt], seen):
+                    owner[prompt] = row
+                    return True
+        return False
+
+    return sum(assign(row, set()) for row in range(len(fits)))
+
+
+def event_rows(event: dict[str, Any]) -> list[list[int]] | None:
+    """The recorded rows of a generate call (ids without padding), if the record holds well-formed ones."""
+    rows = event.get("rows")
+    if not isinstance(rows, list) or not all(
+        isinstance(row, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in row) for row in rows
+    ):
+        return None
+    return rows
+
+
+def judge_generate_inputs(
+    reference_tokenizer: Any, event: dict[str, Any], prompts: list[str], max_new_tokens: int | None, function: str
+) -> Verdict | None:
+    """None if the generate call ran the prompts ``function`` was given (one row each, in any order) with
+    the ``max_new_tokens`` it was given; else the failed verdict that names what differed.
+
+    Hidden prompts are not shown: the message says what the generate call received instead.
+    """
+    rows = event_rows(event)
+    if rows is None:
+        return Verdict.failed(
+            f"The generate call of {function} received no input ids the grader could read: pass the tokenized prompt "
+            "(input_ids and attention_mask) to model.generate.",
+            expected="input_ids of the prompt passed",
+            found="no input_ids",
+        )
+    shape = event.get("input_shape") or [len(rows)]
+    received = int(shape[0]) if shape and isinstance(shape[0], int) else len(rows)
+    if received != len(prompts):
+        return Verdict.failed(
+            f"{function} was given {len(prompts)} prompt(s), but its timed generate call received {received} row(s): "
+            "generate from exactly the prompts passed to the function.",
+            expected=f"{len(prompts)} row(s)",
+            found=f"{received} row(s)",
+        )
+    fits = [[index for index, prompt in enumerate(prompts) if carries_prompt(reference_tokenizer, row, prompt)] for row in rows]
+    if max_matching(fits) < len(rows):
+        stray = next((row for row, fit in zip(rows, fits, strict=True) if not fit), rows[0])
+        text = reference_tokenizer.decode(stray[:40], skip_special_tokens=True)
+        return Verdict.failed(
+            f"The timed generate call of {function} did not run the prompt(s) it was given: a row reads {text[:80]!r}"
+            f"{'...' if len(stray) > 40 else ''}. Tokenize the prompt argument itself, not a fixed or global prompt.",
+            expected="the tokens of the prompt(s) passed",
+            found=repr(text[:80]),
+        )
+    if max_new_tokens is None:
+        return None
+    limit = event.get("new_tokens_limit")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        # No readable limit: at least no more tokens than asked may have been generated.
+        output, inputs = event.get("output_shape") or [0, 0], event.get("input_shape") or [0, 0]
+        limit = int(output[-1]) - int(inputs[-1]) if int(output[-1]) - int(inputs[-1]) > max_new_tokens else max_new_tokens
+    if limit != max_new_tokens:
+        return Verdict.failed(
+            f"{function} was called with max_new_tokens={max_new_tokens}, but its timed generate call ran with a limit of "
+            f"{limit} new tokens: pass the max_new_tokens argument to model.generate.",
+            expected=f"max_new_tokens={max_new_tokens}",
+            found=f"a limit of {limit} new tokens",
+        )
+    return None
+
+
+def tokens_limit(event: dict[str, Any]) -> Any:
+    """The new-token limit a generate call ran with (max_length less the prompt counts), else its max_new_tokens."""
+    limit = event.get("new_tokens_limit")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else event.get("max_new_tokens")

@@ -38,6 +38,8 @@ MAX_STRING = 20_000  # characters of a string kept
 MAX_DEPTH = 6
 MAX_EVENTS = 5_000  # instrumentation events kept per scope
 MAX_IDS = 2_048  # token IDs kept per generate call
+MAX_ROWS = 64  # rows of a generate call's batch whose ids are kept (each up to MAX_IDS)
+MAX_ROW_IDS = 4 * MAX_IDS  # ids kept over all the rows of one generate call
 MAX_CAPTURE = 20_000  # characters of stdout/stderr kept per call
 
 
@@ -745,8 +747,10 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             "input_device": str(inputs.device) if inputs is not None else None,
             "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
             "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
+            "rows": _unpadded_rows(inputs, attention_mask),
             "forward_calls": 0,
             **_effective_settings(self, kwargs),
+            "new_tokens_limit": _new_tokens_limit(self, kwargs, inputs),
         }
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
@@ -786,6 +790,46 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
 
     generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
     return generate
+
+
+def _unpadded_rows(inputs: Any, attention_mask: Any) -> list[list[int]] | None:
+    """Each row's ids without its padding (the attention mask's zeros), while they fit the caps.
+
+    Rows past MAX_ROWS or MAX_ROW_IDS in all are left out (a judge compares only complete lists).
+    """
+    import torch
+
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() != 2:
+        return None
+    masked = isinstance(attention_mask, torch.Tensor) and tuple(attention_mask.shape) == tuple(inputs.shape)
+    rows: list[list[int]] = []
+    kept = 0
+    for index in range(min(int(inputs.shape[0]), MAX_ROWS)):
+        row = inputs[index]
+        if masked:
+            row = row[attention_mask[index].to(torch.bool)]
+        ids = row.tolist()[:MAX_IDS]
+        kept += len(ids)
+        if kept > MAX_ROW_IDS:
+            break
+        rows.append(ids)
+    return rows
+
+
+def _new_tokens_limit(model: Any, kwargs: dict[str, Any], inputs: Any) -> int | None:
+    """How many new tokens generate may produce, as transformers decides it.
+
+    max_new_tokens (keyword, else the generation config) wins; else max_length (keyword, else the
+    config) less the prompt's length. None when neither is a plain int.
+    """
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    limit = kwargs["max_new_tokens"] if "max_new_tokens" in kwargs else getattr(config, "max_new_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        return limit
+    length = kwargs["max_length"] if "max_length" in kwargs else getattr(config, "max_length", None)
+    if isinstance(length, int) and not isinstance(length, bool) and inputs is not None and hasattr(inputs, "shape"):
+        return length - int(inputs.shape[-1])
+    return None
 
 
 def _generated_tokens(output: Any, inputs: Any) -> bool:

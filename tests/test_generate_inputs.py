@@ -1,0 +1,106 @@
+"""Fast tests of judging a generate call's inputs against the arguments a function was given (made-up events)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import GenerationConfig
+
+from grader.checks.timing import carries_prompt, judge_generate_inputs, max_matching
+from grader.kernel.runtime import _new_tokens_limit, _unpadded_rows
+
+
+class WordTokenizer:
+    """A made-up tokenizer: one id per word (ids from a fixed vocabulary), 0 is the pad/special token."""
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+
+    def ids(self, text: str) -> list[int]:
+        return [self.vocabulary.setdefault(word, len(self.vocabulary) + 1) for word in text.split()]
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self.ids(text)}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        words = {index: word for word, index in self.vocabulary.items()}
+        return " ".join(words.get(i, "<s>") for i in ids if not (skip_special_tokens and i == 0))
+
+
+def event(rows: list[list[int]], limit: Any = 8, **fields: Any) -> dict[str, Any]:
+    """A made-up generate event with these unpadded rows."""
+    width = max(len(row) for row in rows)
+    made = {"rows": rows, "input_shape": [len(rows), width], "output_shape": [len(rows), width + 8], "new_tokens_limit": limit}
+    made.update(fields)
+    return made
+
+
+TOKENIZER = WordTokenizer()
+PROMPTS = ["once upon a time", "the cat sat on the mat", "hello"]
+
+
+def test_the_prompts_passed_in_any_order_pass() -> None:
+    rows = [TOKENIZER.ids(PROMPTS[2]), TOKENIZER.ids(PROMPTS[0]), TOKENIZER.ids(PROMPTS[1])]
+    assert judge_generate_inputs(TOKENIZER, event(rows), PROMPTS, 8, "f") is None
+
+
+def test_special_tokens_or_a_template_around_the_prompt_pass() -> None:
+    row = [0, *TOKENIZER.ids("user says"), *TOKENIZER.ids(PROMPTS[0]), 0]
+    assert carries_prompt(TOKENIZER, row, PROMPTS[0])
+    assert judge_generate_inputs(TOKENIZER, event([row]), [PROMPTS[0]], 8, "f") is None
+
+
+def test_a_fixed_prompt_instead_of_the_argument_fails_and_says_what_ran() -> None:
+    verdict = judge_generate_inputs(TOKENIZER, event([TOKENIZER.ids("a fixed global prompt")]), [PROMPTS[1]], 8, "f")
+    assert verdict is not None and verdict.outcome == "failed"
+    assert "a fixed global prompt" in verdict.message
+    assert "cat" not in verdict.message  # the hidden prompt is not shown
+
+
+def test_a_batch_missing_a_prompt_or_repeating_one_fails() -> None:
+    repeated = [TOKENIZER.ids(PROMPTS[0]), TOKENIZER.ids(PROMPTS[0]), TOKENIZER.ids(PROMPTS[1])]
+    assert judge_generate_inputs(TOKENIZER, event(repeated), PROMPTS, 8, "f") is not None
+    assert judge_generate_inputs(TOKENIZER, event(repeated[1:]), PROMPTS, 8, "f") is not None
+
+
+@pytest.mark.parametrize(("limit", "wrong"), [(8, False), (50, True), (None, False)])
+def test_the_limit_in_force_must_be_max_new_tokens(limit: Any, wrong: bool) -> None:
+    verdict = judge_generate_inputs(TOKENIZER, event([TOKENIZER.ids(PROMPTS[2])], limit), [PROMPTS[2]], 8, "f")
+    assert (verdict is not None) is wrong
+
+
+def test_no_readable_ids_fail() -> None:
+    assert judge_generate_inputs(TOKENIZER, {"rows": None}, [PROMPTS[2]], 8, "f") is not None
+    assert judge_generate_inputs(TOKENIZER, {"rows": [["x"]]}, [PROMPTS[2]], 8, "f") is not None
+
+
+def test_matching_gives_each_row_a_distinct_prompt() -> None:
+    assert max_matching([[0, 1], [0]]) == 2
+    assert max_matching([[0], [0]]) == 1
+
+
+def test_the_runtime_records_each_row_without_its_padding() -> None:
+    inputs = torch.tensor([[9, 9, 5, 6], [1, 2, 3, 4]])
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    assert _unpadded_rows(inputs, mask) == [[5, 6], [1, 2, 3, 4]]
+    assert _unpadded_rows(inputs, None) == [[9, 9, 5, 6], [1, 2, 3, 4]]
+
+
+class Model:
+    generation_config = GenerationConfig(max_length=20)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "limit"),
+    [
+        ({"max_new_tokens": 7}, 7),
+        ({"max_length": 12}, 8),  # max_length counts the prompt's 4 tokens
+        ({}, 16),  # the model's default max_length of 20
+        ({"generation_config": GenerationConfig(max_new_tokens=5)}, 5),
+        ({"generation_config": GenerationConfig(max_new_tokens=5), "max_new_tokens": 3}, 3),
+    ],
+)
+def test_the_runtime_records_the_new_token_limit_generate_runs_with(kwargs: dict[str, Any], limit: int) -> None:
+    assert _new_tokens_limit(Model(), kwargs, torch.zeros(1, 4, dtype=torch.long)) == limit
