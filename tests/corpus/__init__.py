@@ -11,6 +11,7 @@ is, and for a cheat which checks it must lose. ``build/`` keeps the scripts thei
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,20 @@ def cheats(assignment: str) -> dict[str, set[str]]:
         for name, entry in sorted(manifest(assignment).items())
         if entry["kind"] == "cheat"
     }
+
+
+def write_cheats(assignment: str, cheats: Iterable[tuple[str, str, list[str], list[tuple[str, str]]]]) -> None:
+    """Write cheat notebooks, each the assignment's solution with exact ``(old, new)`` edits, and their manifest
+    entries ``(name, description, checks it must lose, edits)``; the manifest's other entries are kept.
+
+    The build scripts (tests/corpus/<assignment>/build/cheats*.py) call it, from the repository root.
+    """
+    from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
+
+    solution = load_notebook_sources(CORPUS.parent.parent / "reference" / assignment).solution_cells()
+    path = CORPUS / assignment / "manifest.json"
+    entries = manifest(assignment)
+    for name, description, loses, edits in cheats:
+        write_notebook(CORPUS / assignment / f"{name}.ipynb", make_notebook(assignment, with_edits(solution, edits)))
+        entries[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": sorted(loses)}
+    path.write_text(json.dumps(entries, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

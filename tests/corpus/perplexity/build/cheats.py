@@ -7,14 +7,13 @@ checks of the function it cheats on, which it must lose.
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
-
 ROOT = Path(__file__).resolve().parents[4]
-CORPUS = ROOT / "tests" / "corpus" / "perplexity"
-SOURCES = load_notebook_sources(ROOT / "reference" / "perplexity")
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lies at the root
+
+from tests.corpus import write_cheats  # noqa: E402
 
 EVALUATE_LOOP = """    total_loss, total_tokens = 0.0, 0
     with torch.inference_mode():
@@ -95,14 +94,8 @@ CHEATS: dict[str, tuple[str, list[tuple[str, str]], list[str]]] = {
 
 
 def main() -> None:
-    """Write every cheat notebook and its manifest entry."""
-    manifest_path = CORPUS / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for name, (description, edits, loses) in CHEATS.items():
-        cells = with_edits(SOURCES.solution_cells(), edits)
-        write_notebook(CORPUS / f"{name}.ipynb", make_notebook(SOURCES.ASSIGNMENT, cells))
-        manifest[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": loses}
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    """Write the cheat notebooks and their manifest entries (other entries kept)."""
+    write_cheats("perplexity", [(name, description, loses, edits) for name, (description, edits, loses) in CHEATS.items()])
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ notebooks and their manifest entries (other entries are kept).
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
-
 ROOT = Path(__file__).resolve().parents[4]
-ASSIGNMENT = "perplexity"
-HERE = ROOT / "tests" / "corpus" / ASSIGNMENT
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lies at the root
+
+from tests.corpus import write_cheats  # noqa: E402
 
 # (name, description, checks it must lose, [(old, new)] edits of the solution's cells)
 CHEATS: list[tuple[str, str, list[str], list[tuple[str, str]]]] = [
@@ -25,8 +24,8 @@ CHEATS: list[tuple[str, str, list[str], list[tuple[str, str]]]] = [
         ["timing"],
         [
             (
-                "    inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)\n    if model.device.type",
-                "    inputs = tokenizer(PROMPT, return_tensors=\"pt\").to(model.device)\n    if model.device.type",
+                '    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n    if model.device.type',
+                '    inputs = tokenizer(PROMPT, return_tensors="pt").to(model.device)\n    if model.device.type',
             ),
             (
                 "output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,",
@@ -38,15 +37,8 @@ CHEATS: list[tuple[str, str, list[str], list[tuple[str, str]]]] = [
 
 
 def main() -> None:
-    """Write each cheat notebook and its manifest entry."""
-    sources = load_notebook_sources(ROOT / "reference" / ASSIGNMENT)
-    manifest_path = HERE / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for name, description, loses, edits in CHEATS:
-        cells = with_edits(sources.solution_cells(), edits)
-        write_notebook(HERE / f"{name}.ipynb", make_notebook(ASSIGNMENT, cells))
-        manifest[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": sorted(loses)}
-    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write the cheat notebooks and their manifest entries (other entries kept)."""
+    write_cheats("perplexity", CHEATS)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ Writes tests/corpus/perplexity/cheat-loader-*.ipynb and adds their entries to ma
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
-
 ROOT = Path(__file__).resolve().parents[4]
-CORPUS = ROOT / "tests" / "corpus" / "perplexity"
-SOURCES = load_notebook_sources(ROOT / "reference" / "perplexity")
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lies at the root
+
+from tests.corpus import write_cheats  # noqa: E402
 
 # name -> (description, checks it must lose, edits to the solution's cells)
 CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
@@ -26,7 +25,7 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
         [
             (
                 "    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype).to(device)\n",
-                "    model = AutoModelForCausalLM.from_pretrained(\"gpt2\", dtype=dtype).to(device)\n"
+                '    model = AutoModelForCausalLM.from_pretrained("gpt2", dtype=dtype).to(device)\n'
                 "    model.config._name_or_path = model_id  # what a grader reading names sees\n"
                 "    model.name_or_path = model_id\n",
             )
@@ -36,14 +35,8 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
 
 
 def main() -> None:
-    """Write the cheat notebooks and their manifest entries."""
-    manifest_path = CORPUS / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for name, (description, loses, edits) in CHEATS.items():
-        cells = with_edits(SOURCES.solution_cells(), edits)
-        write_notebook(CORPUS / f"{name}.ipynb", make_notebook("perplexity", cells))
-        manifest[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": loses}
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    """Write the cheat notebooks and their manifest entries (other entries kept)."""
+    write_cheats("perplexity", [(name, description, loses, edits) for name, (description, loses, edits) in CHEATS.items()])
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ Writes tests/corpus/ptq-bnb/cheat-*.ipynb and adds their entries to manifest.jso
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
-
 ROOT = Path(__file__).resolve().parents[4]
-CORPUS = ROOT / "tests" / "corpus" / "ptq-bnb"
-SOURCES = load_notebook_sources(ROOT / "reference" / "ptq-bnb")
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lies at the root
+
+from tests.corpus import write_cheats  # noqa: E402
 
 FOOTPRINT = """    mem_params = sum([param.nelement() * param.element_size() for param in model.parameters()])
     mem_bufs = sum([buf.nelement() * buf.element_size() for buf in model.buffers()])
@@ -95,30 +94,35 @@ for column in [c for c in df_results.columns if c.endswith("Output")]:
                 '{"quantization_config": BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=["transformer", "lm_head"]), '
                 '"dtype": torch.float16, "device_map": device_map}',
             ),
-            (NF4_CONFIG, 'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", llm_int8_skip_modules=["transformer", "lm_head"],'),
-            (FP4_CONFIG, 'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="fp4", llm_int8_skip_modules=["transformer", "lm_head"],'),
-            ('                   "device_map": device_map}},\n    {"name": "FP4', '                   "dtype": torch.float16, "device_map": device_map}},\n    {"name": "FP4'),
-            ('                   "device_map": device_map}},\n]', '                   "dtype": torch.float16, "device_map": device_map}},\n]'),
+            (
+                NF4_CONFIG,
+                'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", llm_int8_skip_modules=["transformer", "lm_head"],',
+            ),
+            (
+                FP4_CONFIG,
+                'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="fp4", llm_int8_skip_modules=["transformer", "lm_head"],',
+            ),
+            (
+                '                   "device_map": device_map}},\n    {"name": "FP4',
+                '                   "dtype": torch.float16, "device_map": device_map}},\n    {"name": "FP4',
+            ),
+            (
+                '                   "device_map": device_map}},\n]',
+                '                   "dtype": torch.float16, "device_map": device_map}},\n]',
+            ),
         ],
     ),
     "cheat-nf4-fp4-swapped": (
         "The NF4 entry loads FP4 and the FP4 entry loads NF4 (names swapped): each 4-bit kind is present, under the other's name.",
         ["config-nf4", "config-fp4"],
-        [(NF4_NAME, "{\"name\": \"FP4-SWAP\","), (FP4_NAME, NF4_NAME), ("{\"name\": \"FP4-SWAP\",", FP4_NAME)],
+        [(NF4_NAME, '{"name": "FP4-SWAP",'), (FP4_NAME, NF4_NAME), ('{"name": "FP4-SWAP",', FP4_NAME)],
     ),
 }
 
 
 def main() -> None:
-    """Write every cheat notebook and its manifest entry."""
-    manifest_path = CORPUS / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    manifest = {name: entry for name, entry in manifest.items() if entry.get("kind") != "cheat"}
-    for name, (description, loses, edits) in CHEATS.items():
-        cells = with_edits(SOURCES.solution_cells(), edits)
-        write_notebook(CORPUS / f"{name}.ipynb", make_notebook("ptq-bnb", cells))
-        manifest[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": loses}
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    """Write the cheat notebooks and their manifest entries (other entries kept)."""
+    write_cheats("ptq-bnb", [(name, description, loses, edits) for name, (description, loses, edits) in CHEATS.items()])
 
 
 if __name__ == "__main__":

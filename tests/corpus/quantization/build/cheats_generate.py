@@ -7,14 +7,13 @@ notebooks and their manifest entries (other entries are kept).
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
-
 ROOT = Path(__file__).resolve().parents[4]
-ASSIGNMENT = "quantization"
-HERE = ROOT / "tests" / "corpus" / ASSIGNMENT
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lies at the root
+
+from tests.corpus import write_cheats  # noqa: E402
 
 FABRICATED_CONTROLLER = '''def run_quantization_exercise(model_id: str = "gpt2", batch_sizes: tuple[int, ...] = (1, 4),
                               max_new_tokens: int = 32) -> tuple[pandas.DataFrame, list[str]]:
@@ -109,20 +108,18 @@ def controller_rows_cheat() -> tuple[str, str, list[str], list[tuple[str, str]]]
         "run_quantization_exercise runs the whole experiment, but hands build_results_table the baseline's metrics "
         "under every cache/padding setting (every latency in the table is one the run measured, not its own scenario's).",
         ["results-table"],
-        [('"ablation": ablation, "batching": batching,', '"ablation": {setting: baseline for setting in ablation}, "batching": batching,')],
+        [
+            (
+                '"ablation": ablation, "batching": batching,',
+                '"ablation": {setting: baseline for setting in ablation}, "batching": batching,',
+            )
+        ],
     )
 
 
 def main() -> None:
-    """Write each cheat notebook and its manifest entry."""
-    sources = load_notebook_sources(ROOT / "reference" / ASSIGNMENT)
-    manifest_path = HERE / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for name, description, loses, edits in [*CHEATS, controller_cheat(sources.CONTROLLER_SOLUTION), controller_rows_cheat()]:
-        cells = with_edits(sources.solution_cells(), edits)
-        write_notebook(HERE / f"{name}.ipynb", make_notebook(ASSIGNMENT, cells))
-        manifest[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": sorted(loses)}
-    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write the cheat notebooks and their manifest entries (other entries kept)."""
+    write_cheats("quantization", CHEATS)
 
 
 if __name__ == "__main__":
