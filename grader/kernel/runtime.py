@@ -902,26 +902,16 @@ def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any
     return synchronize
 
 
-def _instrumented_call(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``PreTrainedModel.__call__``: make sure the model's class ``forward`` is instrumented, then call."""
+def _instrumenting_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a ``PreTrainedModel`` method every model passes through (``__call__``, and ``post_init`` at the end of
+    every model's ``__init__``): make sure the model's class ``forward`` is instrumented, then run the method."""
 
     @functools.wraps(original)
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         _instrument_forward_of(type(self))
         return original(self, *args, **kwargs)
 
-    return __call__
-
-
-def _instrumented_post_init(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``PreTrainedModel.post_init`` (the end of every model's ``__init__``): instrument its class's forward."""
-
-    @functools.wraps(original)
-    def post_init(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _instrument_forward_of(type(self))
-        return original(self, *args, **kwargs)
-
-    return post_init
+    return method
 
 
 def _instrument_forward_of(cls: type) -> None:
@@ -1166,8 +1156,8 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
     GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
     torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
-    transformers.PreTrainedModel.__call__ = _instrumented_call(torch.nn.Module.__call__)  # type: ignore[method-assign]
-    transformers.PreTrainedModel.post_init = _instrumented_post_init(transformers.PreTrainedModel.post_init)  # type: ignore[method-assign]
+    transformers.PreTrainedModel.__call__ = _instrumenting_forward(torch.nn.Module.__call__)  # type: ignore[method-assign]
+    transformers.PreTrainedModel.post_init = _instrumenting_forward(transformers.PreTrainedModel.post_init)  # type: ignore[method-assign]
     # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and
     # on the classes that override them: however a timer surrounds tokenizing, it is paced once.
     tokenizer_classes = [
