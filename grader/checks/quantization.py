@@ -35,6 +35,7 @@ from grader.checks.timing import (
     max_matching,
     require_keys,
     retry_while_too_long,
+    row_text,
     tokens_limit,
 )
 from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
@@ -542,6 +543,15 @@ class BatchParams(PromptsParams):
     )
 
 
+def _returned_latencies(outcome: CallOutcome, function: str) -> set[float]:
+    """The latency_s of every dict a watched function returned during the call."""
+    return {
+        float(item["latency_s"])
+        for returned in outcome.returned_events(function)
+        if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
+    }
+
+
 def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], list[int], int, CallOutcome, Frame]:
     prompts, max_new_tokens = draw_prompts(context, params, "batching")
     rng = context.rng_for("batching-sizes")
@@ -617,20 +627,16 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
             batch = event_rows(timed_event) or []
             stray = next((row for row in batch if not any(carries_prompt(reference_tokenizer, row, p) for p in prompts)), None)
             if stray is not None and not measure_ignores_inputs(context, outcome, params.measure_function):
-                text = reference_tokenizer.decode(stray[:40], skip_special_tokens=True)
+                text = row_text(reference_tokenizer, stray)
                 return Verdict.failed(
                     f"A timed generate call of {params.function} (batch of {len(batch)}) ran a row that is none of the prompts "
-                    f"it was given: it reads {text[:80]!r}. Build each batch from the prompts argument.",
+                    f"it was given: it reads {text!r}. Build each batch from the prompts argument.",
                     expected="rows drawn from the prompts passed",
-                    found=repr(text[:80]),
+                    found=repr(text),
                 )
         return Verdict.passed(f"The timed generate calls received batches of {shapes} prompts, as the rows report.")
     by_size = {int((event.get("input_shape") or [0])[0]): event for event in timed}
-    measured = {
-        float(item["latency_s"])
-        for returned in outcome.returned_events(params.measure_function)
-        if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
-    }
+    measured = _returned_latencies(outcome, params.measure_function)
     for row in frame.records():
         latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"])
         if not all(is_number(v) and float(v) > 0 for v in (latency, rate, per_sample, row["batch_size"])):
@@ -970,11 +976,7 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
         )
     unmatched = _edge_unmatched(params, outcome, max_new_tokens)
     if unmatched is not None:
-        measured = {
-            float(item["latency_s"])
-            for returned in outcome.returned_events(params.measure_function)
-            if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
-        }
+        measured = _returned_latencies(outcome, params.measure_function)
         latencies = [float(metrics["latency_s"]) for metrics in value.values()]
         # Latencies measure_generation itself mistimes are charged in its own check, not here again.
         if not (all(latency in measured for latency in latencies) and _measure_mistimes(context)):

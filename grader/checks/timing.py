@@ -257,6 +257,11 @@ def carries_prompt(reference_tokenizer: Any, row: list[int], prompt: str) -> boo
     return bool(text) and text in reference_tokenizer.decode(row, skip_special_tokens=True)
 
 
+def row_text(reference_tokenizer: Any, row: list[int]) -> str:
+    """What a generate row reads, for a failure message: its first 40 ids decoded, cut to 80 characters."""
+    return str(reference_tokenizer.decode(row[:40], skip_special_tokens=True))[:80]
+
+
 def max_matching(fits: list[list[int]]) -> int:
     """The most items that can each be given a distinct partner they fit (``fits[item]``: partner indices)."""
     owner: dict[int, int] = {}
@@ -311,12 +316,12 @@ def judge_generate_inputs(
     fits = [[index for index, prompt in enumerate(prompts) if carries_prompt(reference_tokenizer, row, prompt)] for row in rows]
     if max_matching(fits) < len(rows):
         stray = next((row for row, fit in zip(rows, fits, strict=True) if not fit), rows[0])
-        text = reference_tokenizer.decode(stray[:40], skip_special_tokens=True)
+        text = row_text(reference_tokenizer, stray)
         return Verdict.failed(
-            f"The timed generate call of {function} did not run the prompt(s) it was given: a row reads {text[:80]!r}"
+            f"The timed generate call of {function} did not run the prompt(s) it was given: a row reads {text!r}"
             f"{'...' if len(stray) > 40 else ''}. Tokenize the prompt argument itself, not a fixed or global prompt.",
             expected="the tokens of the prompt(s) passed",
-            found=repr(text[:80]),
+            found=repr(text),
         )
     if max_new_tokens is None:
         return None
