@@ -127,6 +127,7 @@ def grade_batch(
             seed=seed,
             keep_workdirs=options.keep_workdirs,
             warm_kernels=options.warm_kernels,
+            fork_kernels=not os.environ.get("GRADER_LAUNCH_KERNELS"),
             kernel_threads=kernel_threads(workers),
             hidden_paths=_hidden_from_kernels(found, out_dir),
         )

@@ -14,8 +14,10 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +35,9 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader.errors import KernelError
 from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
+
+ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
+LaunchMode = Literal["forked", "launched"]
 
 KERNEL_NAME = "llm-grader-python"
 MAX_TRACEBACK_CHARS = 20_000
@@ -174,8 +179,11 @@ class KernelSession:
         interrupt_grace_s: float = 5.0,
         preload: tuple[str, ...] = (),
         sandbox: SandboxPolicy | None = None,
+        template: KernelTemplate | None = None,
     ) -> None:
         self.workdir = workdir
+        self.template = template if sandbox is not None and sandbox.isolation.namespaces != "none" else None
+        self.mode: LaunchMode = "forked" if self.template is not None else "launched"
         self.env = dict(env)
         self.startup_timeout = startup_timeout
         self.interrupt_grace_s = interrupt_grace_s
@@ -263,9 +271,15 @@ class KernelSession:
         self.launched_at = time.monotonic()
         process = getattr(self._km.provisioner, "process", None)
         if self.sandbox is not None and process is not None:
+            root = process.pid
+            if self.template is not None:  # the kernel's tree hangs from the template's child, not from the client
+                root = self.template.watcher_pid(self._runtime_dir / "watcher.pid", process, self.startup_timeout)
+                if root is None:
+                    self.close()
+                    raise KernelError("the notebook's kernel did not start: its kernel template did not fork it")
             # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
             self.resource_watch = ResourceWatch(
-                process.pid,
+                root,
                 self.uid,
                 self.sandbox.memory_bytes,
                 max_processes=max(8, self.sandbox.max_processes // 2),
@@ -287,26 +301,20 @@ class KernelSession:
             for path in owned:
                 os.chown(path, self.uid, self.uid)
                 path.chmod(0o700)
-        zoo_view = None
-        hub = env.get("HF_HUB_CACHE", "")
-        zoo_dir = sandbox.zoo_dir
-        if zoo_dir is not None and sandbox.isolation.namespaces != "none" and hub.startswith(zoo_dir.rstrip("/") + "/"):
-            # The kernel reads the models through its own read-only view of the zoo.
-            zoo_view = self._runtime_dir / "zoo"
-            zoo_view.mkdir()
-            # Both names: Optimum reads the legacy one (see ModelZoo.kernel_env).
-            for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-                if env.get(name) == hub:
-                    env[name] = str(zoo_view) + hub[len(zoo_dir) :]
+        viewed = zoo_viewed_env(env, sandbox)
+        zoo_view = ZOO_VIEW if viewed != env else None
+        env.update(viewed)
         new_root = self._runtime_dir / "root"  # where the launcher builds the kernel's view of the machine
         new_root.mkdir(mode=0o755)
         policy = sandbox.launcher_policy(
             self.uid,
             give=[str(given)],
-            zoo_view=str(zoo_view) if zoo_view else None,
+            zoo_view=zoo_view,
             new_root=str(new_root),
             writable=[str(self._runtime_dir), str(self.workdir)],
         )
+        if self.template is not None:
+            return self.template.client_argv(policy, argv, self._runtime_dir / "watcher.pid")
         return launcher_argv(policy, argv)
 
     def limit_memory(self, limit_bytes: int) -> None:
@@ -659,15 +667,46 @@ class KernelSupply:
         warm: bool = True,
         preload: tuple[str, ...] = PRELOAD,
         sandbox: SandboxPolicy | None = None,
+        fork: bool = True,
     ) -> None:
         self.env = dict(env)
         self.warm = warm
         self.preload = preload
         self.sandbox = sandbox
         self._next: KernelSession | None = None
+        self.template: KernelTemplate | None = None
+        self.why_launched: str | None = None  # why kernels are launched rather than forked
+        if not fork:
+            self.why_launched = "forking kernels was turned off"
+        elif sandbox is None or sandbox.isolation.namespaces == "none" or not sys.platform.startswith("linux"):
+            self.why_launched = "forking a kernel needs the sandbox's namespaces (Linux)"
+        else:
+            self.template = KernelTemplate.start(zoo_viewed_env(self.env, sandbox), preload)
+
+    def _usable_template(self) -> KernelTemplate | None:
+        if self.template is not None and not self.template.ready():
+            self.why_launched = f"the kernel template could not start: {self.template.problem}"
+            self.template.close()
+            self.template = None
+        return self.template
 
     def _launch(self) -> KernelSession:
         workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
+        template = self._usable_template()
+        try:
+            return KernelSession(workdir, self.env, preload=self.preload, sandbox=self.sandbox, template=template).launch()
+        except KernelError:
+            if template is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        # The template failed to fork this kernel: launch it, and every later one.
+        self.why_launched = "the kernel template failed to fork a kernel"
+        if self.template is not None:
+            self.template.close()
+            self.template = None
         try:
             return KernelSession(workdir, self.env, preload=self.preload, sandbox=self.sandbox).launch()
         except BaseException:
@@ -685,8 +724,127 @@ class KernelSupply:
         return session
 
     def close(self) -> None:
-        """Stop the kernel kept warm, if any, and remove its working folder."""
+        """Stop the kernel kept warm, if any, and remove its working folder; stop the template."""
         if self._next is not None:
             self._next.close()
             shutil.rmtree(self._next.workdir, ignore_errors=True)
             self._next = None
+        if self.template is not None:
+            self.template.close()
+            self.template = None
+
+
+def zoo_viewed_env(env: Mapping[str, str], sandbox: SandboxPolicy) -> dict[str, str]:
+    """``env`` with the zoo's paths as a sandboxed kernel sees them (its read-only view at
+    :data:`ZOO_VIEW`), when the kernel has a root of its own and reads the zoo."""
+    hub = env.get("HF_HUB_CACHE", "")
+    zoo_dir = sandbox.zoo_dir
+    viewed = dict(env)
+    if zoo_dir is not None and sandbox.isolation.namespaces != "none" and hub.startswith(zoo_dir.rstrip("/") + "/"):
+        # Both names: Optimum reads the legacy one (see ModelZoo.kernel_env).
+        for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+            if env.get(name) == hub:
+                viewed[name] = ZOO_VIEW + hub[len(zoo_dir.rstrip("/")) :]
+    return viewed
+
+
+class KernelTemplate:
+    """A process that has imported what every kernel imports and forks each kernel from itself
+    (see :mod:`grader.kernel.template`), so that a kernel's start costs milliseconds of CPU
+    instead of seconds. It starts with the kernels' environment (the zoo as they see it, a home
+    of its own) and is stopped with its worker; it never runs a notebook's code."""
+
+    def __init__(self, process: subprocess.Popen[str], folder: Path) -> None:
+        self.process = process
+        self.folder = folder
+        self.socket = folder / "template.sock"
+        self.problem: str | None = None
+        self._ready = threading.Event()
+        self._answered = threading.Event()
+        self._said: list[str] = []  # the last lines of its standard error (drained, so it never blocks)
+        threading.Thread(target=self._await_ready, name="kernel-template", daemon=True).start()
+        threading.Thread(target=self._drain, name="kernel-template-stderr", daemon=True).start()
+
+    @classmethod
+    def start(cls, env: Mapping[str, str], preload: tuple[str, ...]) -> KernelTemplate:
+        """Start a template in the background (it imports for a few seconds, then says ready)."""
+        folder = Path(tempfile.mkdtemp(prefix="llm-grader-template-"))  # 0700: the grader's user only
+        home = folder / "home"
+        home.mkdir()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-Xfrozen_modules=off",
+                "-m",
+                "grader.kernel.template",
+                str(folder / "template.sock"),
+                json.dumps(preload),
+            ],
+            # One OpenMP/MKL thread while importing, so the template has no thread pool to fork;
+            # each kernel sets its own threads after the fork.
+            env={**env, "HOME": str(home), "TMPDIR": str(home), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            cwd=str(home),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+        return cls(process, folder)
+
+    def _await_ready(self) -> None:
+        assert self.process.stdout is not None
+        try:
+            line = self.process.stdout.readline()
+        except (OSError, ValueError):
+            line = ""
+        if line.strip() == "ready":
+            self._ready.set()
+        else:
+            self.process.wait()
+            time.sleep(0.1)  # its last words, drained by the other thread
+            self.problem = self._said[-1] if self._said else f"it exited ({self.process.returncode})"
+        self._answered.set()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        with contextlib.suppress(OSError, ValueError):
+            for line in self.process.stderr:
+                if line.strip():
+                    self._said = [*self._said[-19:], line.strip()]
+
+    def ready(self, timeout_s: float = 120.0) -> bool:
+        """Whether the template serves forks (waiting for its imports, at most ``timeout_s``)."""
+        if not self._answered.wait(timeout_s):
+            self.problem = f"it was not ready after {timeout_s:.0f} s"
+            return False
+        return self._ready.is_set() and self.process.poll() is None
+
+    def client_argv(self, policy: Mapping[str, object], command: list[str], pidfile: Path) -> list[str]:
+        """What the kernel manager starts in place of ``command``: a client of this template."""
+        return [sys.executable, "-m", "grader.kernel.forked", str(self.socket), str(pidfile), json.dumps(policy), "--", *command]
+
+    @staticmethod
+    def watcher_pid(pidfile: Path, client: Any, timeout_s: float) -> int | None:
+        """The pid of the forked kernel's watcher (the root of its process tree), once the
+        client has written it; None if the client ended first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                return int(pidfile.read_text())
+            if client.poll() is not None:
+                return None
+            time.sleep(0.005)
+        return None
+
+    def close(self) -> None:
+        """Stop the template (its kernels have watchers of their own) and remove its folder."""
+        if self.process.poll() is None:
+            self.process.kill()
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -35,7 +35,7 @@ from grader.reference import ReferenceModels
 from grader.replay import NotRecorded, ReferenceFunctions, ReferenceSide
 from grader.results import CheckResult, Figure, SubmissionResult
 from grader.rubric import CheckSpec, Limits
-from grader.sandbox import KernelView, SandboxPolicy, kernel_env, kernel_view, probe_isolation
+from grader.sandbox import KernelView, SandboxPolicy, kernel_env, kernel_start_note, kernel_view, probe_isolation
 from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # results saying this are regraded by the next run
@@ -51,6 +51,7 @@ class GradingSettings:
     seed: int | None = None  # None: a fresh random seed per run (recorded in each result)
     keep_workdirs: bool = False
     warm_kernels: bool = True  # launch the next submission's kernel while one is graded
+    fork_kernels: bool = True  # fork kernels from a pre-imported template where the sandbox allows it
     kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
     hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
     public_only: bool = False  # a student's self-check: hidden checks are counted, not run
@@ -73,7 +74,9 @@ class Grader:
         self.models = ReferenceModels(zoo)
         self._references: dict[str, ReferenceSide] = {}
         self.sandbox = self._sandbox_policy() if settings.sandbox else None
-        self.kernels = KernelSupply(self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox)
+        self.kernels = KernelSupply(
+            self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox, fork=settings.fork_kernels
+        )
 
     def close(self) -> None:
         """Stop the kernel kept warm for a next submission."""
@@ -160,6 +163,8 @@ class Grader:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
         session = self.kernels.take(warm_next=more_to_come)
+        if self.sandbox is not None:
+            notes.append(kernel_start_note(session.mode, self.kernels.why_launched))
         session.startup_timeout = limits.startup_timeout_s
         session.limit_memory(limits.memory_mib * 1024**2)
         workdir = session.workdir

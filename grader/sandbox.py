@@ -40,6 +40,7 @@ import psutil
 from grader.errors import GraderError
 
 WARNING_PREFIX = "Sandbox warning: "
+KERNEL_START_PREFIX = "Kernel: "
 KERNEL_UID_BASE = 1_500_000_000  # far above any account or subordinate-uid range
 KERNEL_UID_SPAN = 100_000_000
 PROBE_TIMEOUT_S = 60.0
@@ -430,8 +431,22 @@ def sandbox_notices(notes_of: Iterable[Iterable[str]]) -> list[str]:
     instructor is told once, on top of the run's reports, not only inside each result.
     """
     counts: dict[str, int] = {}
+    starts: dict[str, int] = {}
     for notes in notes_of:
         for note in notes:
             if note.startswith(WARNING_PREFIX):
                 counts[note] = counts.get(note, 0) + 1
-    return [f"{note} ({count} submission{'s' if count != 1 else ''} graded so)" for note, count in counts.items()]
+            elif note.startswith(KERNEL_START_PREFIX):
+                how = note.removeprefix(KERNEL_START_PREFIX).rstrip(".")
+                starts[how] = starts.get(how, 0) + 1
+    notices = [f"{note} ({count} submission{'s' if count != 1 else ''} graded so)" for note, count in counts.items()]
+    if starts:  # how the run started its kernels: forked from a template, or launched (and why)
+        notices.append("Kernels: " + "; ".join(f"{how} ({count})" for how, count in starts.items()) + ".")
+    return notices
+
+
+def kernel_start_note(mode: str, why_launched: str | None) -> str:
+    """A result's note on how its kernel was started."""
+    if mode == "forked":
+        return f"{KERNEL_START_PREFIX}forked from a template that had imported torch and transformers."
+    return f"{KERNEL_START_PREFIX}launched afresh{f' ({why_launched})' if why_launched else ''}."

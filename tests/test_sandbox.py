@@ -256,7 +256,11 @@ def test_a_run_killed_with_kill_9_leaves_no_process_behind(tmp_path: Path) -> No
     time.sleep(15)
     alive = [_cmdline(process) for process in processes if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
     # (The main process's own folder for unpacked archives cannot go with a kill -9 of it.)
-    left = [path.name for path in scratch.iterdir() if path.name.startswith(("llm-grader-kernel-", "llm-grader-work-"))]
+    left = [
+        path.name
+        for path in scratch.iterdir()
+        if path.name.startswith(("llm-grader-kernel-", "llm-grader-work-", "llm-grader-template-"))
+    ]
     shutil.rmtree(scratch, ignore_errors=True)
     assert alive == []
     assert left == []  # the kernels' folders went with them

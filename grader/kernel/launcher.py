@@ -40,6 +40,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
@@ -303,8 +304,9 @@ def become_kernel(libc: Any, policy: dict[str, Any]) -> None:
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "asking to die with the launcher")
 
 
-def watch_kernel(child: int, grader: int, cleanup: list[str]) -> int:
-    """Wait for the kernel (``child``); kill its namespace if the grader (``grader``) goes away.
+def watch_kernel(child: int, grader_alive: Callable[[], bool], cleanup: list[str]) -> int:
+    """Wait for the kernel (``child``); kill its namespace once ``grader_alive`` says the grader's
+    side (the process that started the launch) is gone.
 
     Returns the exit status to pass on. An interrupt (SIGINT) is the kernel's, not ours; a
     SIGTERM is passed on to the kernel.
@@ -320,7 +322,7 @@ def watch_kernel(child: int, grader: int, cleanup: list[str]) -> int:
             if os.WIFSIGNALED(status):
                 return 128 + os.WTERMSIG(status)
             return os.WEXITSTATUS(status)
-        if os.getppid() != grader:  # the grader died (reparented): nothing may outlive it
+        if not grader_alive():  # nothing may outlive the grader
             _kill_quietly(child, signal.SIGKILL)  # process 1 of the namespace: every process in it dies
             for path in cleanup:
                 shutil.rmtree(path, ignore_errors=True)
@@ -328,20 +330,39 @@ def watch_kernel(child: int, grader: int, cleanup: list[str]) -> int:
         time.sleep(WATCH_INTERVAL_S)
 
 
+def die_with_parent() -> None:
+    """Have the system kill this process (SIGKILL) when its parent ends; end now if it already has."""
+    parent = os.getppid()
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "asking to die with the parent")
+    if os.getppid() != parent:
+        os._exit(EXIT_LAUNCH_FAILED)
+
+
 def _kill_quietly(pid: int, signum: int) -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signum)
 
 
-def apply(policy: dict[str, Any]) -> int | None:
+def apply(
+    policy: dict[str, Any],
+    grader_alive: Callable[[], bool] | None = None,
+    on_started: Callable[[int], None] | None = None,
+) -> int | None:
     """Every sandboxing step the policy asks for, in order.
 
     Returns None in the process that is to become the kernel, or the exit status for the
-    launcher that stayed behind to watch it.
+    launcher that stayed behind to watch it. The watcher kills the kernel once ``grader_alive``
+    turns false (by default: once this process's parent, the grader, is gone), and calls
+    ``on_started`` with the kernel's pid once its sandbox is set up.
     """
     libc = _libc()
     namespaces = policy.get("namespaces", "none")
-    grader = os.getppid()
+    if grader_alive is None:
+        grader = os.getppid()
+
+        def grader_alive() -> bool:
+            return os.getppid() == grader  # reparented: the grader died
+
     if namespaces != "none":
         enter_namespaces(libc, user_namespace=namespaces == "user", own_pids=bool(policy.get("own_pids")))
     if namespaces != "none" and policy.get("own_pids"):
@@ -364,7 +385,9 @@ def apply(policy: dict[str, Any]) -> int | None:
         if problem:
             os.waitpid(child, 0)
             raise LaunchError(problem.decode(errors="replace"))
-        return watch_kernel(child, grader, [str(path) for path in policy.get("cleanup", [])])
+        if on_started is not None:
+            on_started(child)
+        return watch_kernel(child, grader_alive, [str(path) for path in policy.get("cleanup", [])])
     become_kernel(libc, policy)
     return None
 

@@ -1,0 +1,232 @@
+"""A kernel template: a process that has imported what every kernel imports, and forks kernels.
+
+Run as ``python -Xfrozen_modules=off -m grader.kernel.template SOCKET PRELOAD_JSON`` by a
+grading worker (see :class:`grader.execute.KernelTemplate`), with the kernels' environment. It
+imports the modules of ``PRELOAD_JSON`` and ipykernel (about 4 s of CPU that a launched kernel
+pays each time), starts no thread, reads nothing of the course, the submissions or the seed,
+prints ``ready`` and then serves fork requests on the Unix socket ``SOCKET`` (in a folder only
+the grader's user can enter).
+
+A request comes from :mod:`grader.kernel.forked`, which the kernel manager starts in place of
+the kernel. For each request the template forks a child that never returns to it, and the
+template never runs anything but imports and forks. The child:
+
+1. starts a session of its own, and enters the sandbox exactly as the launcher does
+   (:func:`grader.kernel.launcher.apply`: namespaces, a new root, limits, its own user, the
+   seccomp filter), *before* anything of the submission exists in it;
+2. stays behind as the kernel's watcher, outside its PID namespace: it tells the client the
+   kernel's pid, kills the kernel's namespace (and removes the session's folders) as soon as
+   the client is gone, however it ended, and passes the kernel's exit status on;
+3. in the kernel itself (process 1 of the new PID namespace): takes the client's standard
+   streams and environment, the session's working folder, fresh random seeds and the threads
+   the environment asks for, forgets the template's modules and request, and serves ipykernel
+   on the connection file the kernel manager wrote.
+
+A child is used for one kernel only; the template stays single-threaded, so a fork copies no
+lock held by another thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from grader.kernel import launcher
+
+MAX_REQUEST_BYTES = 1 << 20
+READY = "ready"
+
+
+def _threads() -> int:
+    """Threads of this process, as the operating system counts them."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _client_alive(pid: int) -> Any:
+    """A test of whether process ``pid`` (the kernel's client) still exists."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    if handle is None:
+
+        def exists() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+
+        return exists
+
+    def alive() -> bool:
+        readable, _, _ = select.select([handle], [], [], 0)
+        return not readable  # a process's pidfd becomes readable when it ends
+
+    return alive
+
+
+def _send(connection: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        connection.send(json.dumps(message).encode())
+
+
+def _serve_kernel(argv: list[str], env: dict[str, str], cwd: str) -> int:
+    """Become the kernel: what ``python -m ipykernel_launcher ARGV`` does, in this process."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # What the template imported was imported with the template's folders; the kernel's own
+    # temporary folder and search path are the session's, as in a launched kernel.
+    import tempfile
+
+    tempfile.tempdir = None
+    sys.path[0] = cwd
+    for name in [name for name in sys.modules if name == "grader" or name.startswith("grader.")]:
+        del sys.modules[name]
+    _fresh_random_state()
+    if "torch" in sys.modules:  # the template imported with one thread: the kernel's own count now
+        threads = env.get("OMP_NUM_THREADS", "")
+        sys.modules["torch"].set_num_threads(int(threads) if threads.isdigit() else len(os.sched_getaffinity(0)))
+    sys.argv = ["ipykernel_launcher", *argv]
+    from ipykernel import kernelapp
+
+    try:
+        kernelapp.launch_new_instance()
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    return 0
+
+
+def _fresh_random_state() -> None:
+    """Every kernel gets its own seeds, as a launched one would (a fork copies the template's)."""
+    import random
+
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+
+
+def _child(listener: socket.socket, connection: socket.socket, payload: bytes, fds: list[int]) -> int:
+    """The forked child: the watcher's exit status, or the kernel's."""
+    listener.close()
+    os.setsid()  # signals to the grader's process groups are not the kernel's
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    request = json.loads(payload)
+    argv, env, cwd = list(request["argv"]), dict(request["env"]), str(request["cwd"])
+    policy = dict(request["policy"])
+    alive = _client_alive(int(request["client"]))
+    del request, payload
+
+    def started(kernel: int) -> None:
+        _send(connection, {"kernel": kernel, "watcher": os.getpid()})
+
+    os.chdir(cwd)  # the launcher builds the kernel's root around its working folder
+    try:
+        status = launcher.apply(policy, grader_alive=alive, on_started=started)
+    except (launcher.LaunchError, OSError, ValueError) as error:
+        _send(connection, {"error": f"the grader's sandbox could not be set up: {error}"})
+        return launcher.EXIT_LAUNCH_FAILED
+    if status is not None:  # the watcher: the kernel has ended
+        _send(connection, {"exit": status})
+        return status
+    # The kernel.
+    connection.close()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, 1 << 16)  # nothing of the template's is passed on
+    del policy, alive, fds
+    return _serve_kernel(argv, env, cwd)
+
+
+def serve(listener: socket.socket) -> None:
+    """Fork a child for each request, forever (until the grader's worker is gone)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the system
+    while True:
+        connection, _ = listener.accept()
+        try:
+            payload, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST_BYTES, 3)
+        except OSError:
+            connection.close()
+            continue
+        if len(fds) != 3 or _threads() != 1:
+            why = "a template with threads cannot fork safely" if _threads() != 1 else "no standard streams"
+            _send(connection, {"error": f"the kernel template cannot start this kernel: {why}"})
+        elif os.fork() == 0:
+            status = launcher.EXIT_LAUNCH_FAILED
+            try:
+                status = _child(listener, connection, payload, fds)
+            except BaseException as error:  # never return into the template's loop
+                with contextlib.suppress(Exception):
+                    print(f"the grader's kernel template failed: {type(error).__name__}: {error}", file=sys.stderr)
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+                os._exit(status)
+        for fd in fds:
+            os.close(fd)
+        connection.close()
+
+
+def _leave_nothing_behind(folder: str) -> None:
+    """Fork a janitor that removes the template's folder (its socket) when the template ends,
+    however it ends: the template dies with its worker, by SIGKILL, and cannot clean up itself."""
+    if os.fork() != 0:
+        return
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        template = os.getppid()
+        launcher._check(launcher._libc().prctl(launcher.PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "janitor")
+        if os.getppid() == template:
+            signal.sigwait({signal.SIGTERM})
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    """Import, say ready, serve."""
+    if len(argv) != 2:
+        print("usage: python -m grader.kernel.template SOCKET PRELOAD_JSON", file=sys.stderr)
+        return 2
+    launcher.die_with_parent()
+    _leave_nothing_behind(os.path.dirname(os.path.abspath(argv[0])))
+    for module in json.loads(argv[1]):
+        importlib.import_module(module)
+    importlib.import_module("ipykernel.kernelapp")
+    if _threads() != 1:
+        print(f"the kernel template has {_threads()} threads after its imports; it cannot fork safely", file=sys.stderr)
+        return launcher.EXIT_LAUNCH_FAILED
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(argv[0])
+    listener.listen(16)
+    print(READY, flush=True)
+    serve(listener)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

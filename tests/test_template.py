@@ -1,0 +1,139 @@
+"""Kernels forked from a pre-imported template: the same kernel as a launched one, for less CPU.
+
+Real kernels, forked by a real template inside the grader's sandbox; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.authoring import make_notebook
+from grader.execute import KernelSession, KernelSupply
+from grader.grading import Grader
+from grader.sandbox import WARNING_PREFIX, sandbox_notices
+
+PROBE = """
+import json, os, random, sys, threading, time, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained("gpt2")
+model = AutoModelForCausalLM.from_pretrained("gpt2").eval()
+ids = model.generate(**tokenizer("The cat sat", return_tensors="pt"), max_new_tokens=8, do_sample=False)[0].tolist()
+a = torch.randn(1500, 1500)
+for _ in range(6):
+    a @ a
+print(json.dumps({
+    "threads": torch.get_num_threads(),
+    "os_threads": len(os.listdir("/proc/self/task")),
+    "generated": ids,
+    "grader_modules": sorted(name for name in sys.modules if name == "grader" or name.startswith("grader.")),
+    "cwd": os.getcwd(),
+    "path0": sys.path[0],
+    "hub": os.environ.get("HF_HUB_CACHE"),
+    "hub_exists": os.path.isdir(os.environ.get("HF_HUB_CACHE", "/nowhere")),
+    "fds": sorted(os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")),
+    "random": random.random(),
+    "torch_random": float(torch.rand(1)),
+    "pid": os.getpid(),
+    "uid": os.getuid(),
+}))
+"""
+
+
+def probe(supply: KernelSupply) -> tuple[str, dict]:
+    session = supply.take(warm_next=False)
+    with session:
+        notebook = make_notebook(None, [("code", PROBE)])
+        record = session.run_notebook(notebook, 120, 240)
+        assert record.problems == (), record.problems
+        return session.mode, json.loads(notebook.cells[0].outputs[-1]["text"])
+
+
+@pytest.fixture(scope="module")
+def two_threads(grader: Grader) -> dict[str, str]:
+    if grader.sandbox is None or grader.sandbox.isolation.namespaces == "none":
+        pytest.skip("this machine gives kernels no namespaces: they are launched, never forked")
+    return {**grader.kernels.env, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+@pytest.fixture(scope="module")
+def forked(grader: Grader, two_threads: dict[str, str]) -> Iterator[KernelSupply]:
+    supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox)
+    yield supply
+    supply.close()
+
+
+def test_a_forked_kernel_runs_multithreaded_torch_and_generates_like_a_launched_one(
+    grader: Grader, forked: KernelSupply, two_threads: dict[str, str]
+) -> None:
+    mode, seen = probe(forked)
+    launched = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, fork=False)
+    try:
+        launched_mode, expected = probe(launched)
+    finally:
+        launched.close()
+    assert (mode, launched_mode) == ("forked", "launched")
+    assert seen["threads"] == 2 and seen["os_threads"] >= 2  # the intra-op pool was started in the kernel
+    assert seen["generated"] == expected["generated"]
+    assert seen["pid"] == expected["pid"] == 1  # process 1 of a PID namespace of its own
+    assert (seen["uid"] != 0) == (expected["uid"] != 0)  # its own user wherever a launched one has one
+    assert seen["hub"] == expected["hub"] and seen["hub_exists"]
+
+
+def test_a_forked_kernel_keeps_nothing_of_the_template(forked: KernelSupply) -> None:
+    _, first = probe(forked)
+    _, second = probe(forked)
+    assert first["grader_modules"] == []
+    assert first["cwd"] == first["path0"]  # the session's folder, as `python -m ipykernel_launcher` has it
+    assert not [target for target in first["fds"] if "template" in target or target.endswith(".log")]  # nothing inherited
+    assert first["random"] != second["random"] and first["torch_random"] != second["torch_random"]
+
+
+def test_a_forked_kernel_is_interrupted_and_stopped_like_a_launched_one(forked: KernelSupply) -> None:
+    session = forked.take(warm_next=False)
+    session.interrupt_grace_s = 3
+    with session:
+        notebook = make_notebook(None, [("code", "x = 41"), ("code", "while True:\n    pass"), ("code", "print(x + 1)")])
+        record = session.run_notebook(notebook, cell_timeout_s=3, notebook_timeout_s=60)
+        assert [(p.cell_index, p.kind) for p in record.problems] == [(1, "timeout")]
+        assert notebook.cells[2].outputs[0]["text"] == "42\n"
+        stubborn = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+        record = session.run_notebook(make_notebook(None, [("code", stubborn), ("code", "print(1)")]), 3, 60)
+        assert [p.kind for p in record.problems] == ["timeout", "not-run"]
+        assert not session.alive
+
+
+def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grader: Grader, tmp_path: Path) -> None:
+    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, preload=("torch", "no_such_module_x"))
+    try:
+        session = supply.take(warm_next=False)
+        with session:
+            notebook = make_notebook(None, [("code", "print(6 * 7)")])
+            assert session.run_notebook(notebook, 30, 60).problems == ()
+            assert notebook.cells[0].outputs[0]["text"] == "42\n"
+        assert session.mode == "launched"
+        assert "could not start" in (supply.why_launched or "") and "no_such_module_x" in (supply.why_launched or "")
+    finally:
+        supply.close()
+
+
+def test_without_a_sandbox_kernels_are_launched(tmp_path: Path) -> None:
+    session = KernelSession(tmp_path, {}, template=None)
+    assert session.mode == "launched"
+
+
+def test_the_run_says_how_its_kernels_were_started() -> None:
+    notes = [
+        ["Kernel: forked from a template that had imported torch and transformers."],
+        ["Kernel: forked from a template that had imported torch and transformers."],
+        ["Kernel: launched afresh (the kernel template could not start: boom).", f"{WARNING_PREFIX}weak"],
+    ]
+    notices = sandbox_notices(notes)
+    assert notices[-1] == (
+        "Kernels: forked from a template that had imported torch and transformers (2); "
+        "launched afresh (the kernel template could not start: boom) (1)."
+    )
+    assert notices[0].startswith(WARNING_PREFIX)
