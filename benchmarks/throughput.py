@@ -7,7 +7,9 @@ and prints, in one run:
 
 - bare: nbclient executing the same notebooks one after another, with nothing else (the baseline);
 - `grade --workers 1`;
-- `grade --workers N` (default: the CPUs);
+- `grade --workers N` (default: the CPUs), with the launch mode of its kernels (forked from a
+  pre-imported template, or launched);
+- `grade --workers N` with every kernel launched afresh (`GRADER_LAUNCH_KERNELS=1`), to compare;
 - an unchanged regrade of the same folder (everything reused from the gradebook);
 - peak memory of each worker (its process tree: the worker, its kernel and the warm next one);
 - and the ratios the targets are stated in (README, "Performance").
@@ -98,17 +100,29 @@ class TreeMemory:
                 continue
 
 
-def timed_grade(folder: Path, out: Path, workers: int) -> tuple[float, TreeMemory]:
+def timed_grade(folder: Path, out: Path, workers: int, env: dict[str, str] | None = None) -> tuple[float, TreeMemory]:
     """Seconds for `grade` on the folder, and the peak memory of each of its worker trees."""
     command = [sys.executable, "-m", "grader", str(folder), "--out", str(out), "--workers", str(workers), "--seed", "1", "-q"]
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     with TreeMemory(process.pid) as memory:
         _, stderr = process.communicate()
     elapsed = time.perf_counter() - started
     if process.returncode != 0:
         raise SystemExit(f"grade failed ({process.returncode}):\n{stderr[-2000:]}")
     return elapsed, memory
+
+
+def launch_modes(out: Path) -> str:
+    """How the run's kernels were started, from each result's note (forked from a template, or launched)."""
+    counts: dict[str, int] = {}
+    for path in out.glob("*/results.json"):
+        for note in json.loads(path.read_text())["extra_data"]["notes"]:
+            if note.startswith("Kernel: "):
+                counts[note.removeprefix("Kernel: ").rstrip(".")] = counts.get(note.removeprefix("Kernel: ").rstrip("."), 0) + 1
+    return "; ".join(f"{how} ({count})" for how, count in counts.items()) or "no note"
 
 
 def main() -> None:
@@ -134,6 +148,10 @@ def main() -> None:
         print(f"grade --workers 1                : {one:7.1f} s  ({one / args.n:.2f} s per notebook)")
         many, memory = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"grade --workers {args.workers:<2}               : {many:7.1f} s  ({many / args.n:.2f} s per notebook)")
+        print(f"  kernels: {launch_modes(Path(scratch) / 'many')}")
+        launched, _ = timed_grade(folder, Path(scratch) / "launched", args.workers, {"GRADER_LAUNCH_KERNELS": "1"})
+        print(f"grade --workers {args.workers:<2}, launched     : {launched:7.1f} s  ({launched / args.n:.2f} s per notebook)")
+        print(f"  kernels: {launch_modes(Path(scratch) / 'launched')}")
         again, _ = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"unchanged regrade                : {again:7.1f} s")
         trees = [pid for pid, rss in memory.rss_peaks.items() if rss > 200 * 1024**2]  # workers, not helpers
@@ -147,6 +165,7 @@ def main() -> None:
         print()
         print(f"grade --workers {args.workers} / bare          : {many / bare:.2f}   (target <= 0.6)")
         print(f"workers {args.workers} vs 1, speed-up          : {one / many:.2f}x  (target >= 1.6x)")
+        print(f"forked vs launched kernels       : {launched / many:.2f}x faster")
         print(f"unchanged regrade                : {again:.2f} s (target < 2 s)")
         print(f"largest worker tree (PSS)        : {max(worker_peaks, default=0) / 1024**3:.2f} GiB (target <= 1 GiB)")
 

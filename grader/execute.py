@@ -777,19 +777,23 @@ class KernelTemplate:
                 "-Xfrozen_modules=off",
                 "-m",
                 "grader.kernel.template",
-                str(folder / "template.sock"),
-                json.dumps(preload),
             ],
             # One OpenMP/MKL thread while importing, so the template has no thread pool to fork;
             # each kernel sets its own threads after the fork.
             env={**env, "HOME": str(home), "TMPDIR": str(home), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
             cwd=str(home),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
         )
+        assert process.stdin is not None
+        # On its standard input, not its command line, which every kernel it forks shows as its own.
+        with contextlib.suppress(OSError):  # a template that died at once says why on its standard error
+            process.stdin.write(json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload)}) + "\n")
+        with contextlib.suppress(OSError):
+            process.stdin.close()
         return cls(process, folder)
 
     def _await_ready(self) -> None:

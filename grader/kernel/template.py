@@ -1,8 +1,9 @@
 """A kernel template: a process that has imported what every kernel imports, and forks kernels.
 
-Run as ``python -Xfrozen_modules=off -m grader.kernel.template SOCKET PRELOAD_JSON`` by a
-grading worker (see :class:`grader.execute.KernelTemplate`), with the kernels' environment. It
-imports the modules of ``PRELOAD_JSON`` and ipykernel (about 4 s of CPU that a launched kernel
+Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a grading worker (see
+:class:`grader.execute.KernelTemplate`), with the kernels' environment and, on its standard
+input, one line ``{"socket": SOCKET, "preload": [MODULE, ...]}``. It imports the modules of
+``preload`` and ipykernel (about 4 s of CPU that a launched kernel
 pays each time), starts no thread, reads nothing of the course, the submissions or the seed,
 prints ``ready`` and then serves fork requests on the Unix socket ``SOCKET`` (in a folder only
 the grader's user can enter).
@@ -105,7 +106,11 @@ def _serve_kernel(argv: list[str], env: dict[str, str], cwd: str) -> int:
     if "torch" in sys.modules:  # the template imported with one thread: the kernel's own count now
         threads = env.get("OMP_NUM_THREADS", "")
         sys.modules["torch"].set_num_threads(int(threads) if threads.isdigit() else len(os.sched_getaffinity(0)))
-    sys.argv = ["ipykernel_launcher", *argv]
+    # ipykernel reads these two when it is imported (by the template, before any kernel manager
+    # set them): give them to it as a launched kernel would have had them.
+    handles = (("parent_handle", "JPY_PARENT_PID"), ("interrupt", "JPY_INTERRUPT_EVENT"))
+    given = [f"--IPKernelApp.{trait}={env[name]}" for trait, name in handles if env.get(name, "").isdigit()]
+    sys.argv = ["ipykernel_launcher", *argv, *given]
     from ipykernel import kernelapp
 
     try:
@@ -207,21 +212,27 @@ def _leave_nothing_behind(folder: str) -> None:
         os._exit(0)
 
 
-def main(argv: list[str]) -> int:
-    """Import, say ready, serve."""
-    if len(argv) != 2:
-        print("usage: python -m grader.kernel.template SOCKET PRELOAD_JSON", file=sys.stderr)
+def main() -> int:
+    """Read where to listen and what to import, import, say ready, serve."""
+    try:  # from standard input, not the command line, which every kernel it forks shows as its own
+        order = json.loads(sys.stdin.readline())
+        socket_path, preload = str(order["socket"]), [str(module) for module in order["preload"]]
+    except (ValueError, KeyError, TypeError) as error:
+        print(
+            f'usage: echo \'{{"socket": PATH, "preload": [MODULE, ...]}}\' | python -m grader.kernel.template ({error})',
+            file=sys.stderr,
+        )
         return 2
     launcher.die_with_parent()
-    _leave_nothing_behind(os.path.dirname(os.path.abspath(argv[0])))
-    for module in json.loads(argv[1]):
+    _leave_nothing_behind(os.path.dirname(os.path.abspath(socket_path)))
+    for module in preload:
         importlib.import_module(module)
     importlib.import_module("ipykernel.kernelapp")
     if _threads() != 1:
         print(f"the kernel template has {_threads()} threads after its imports; it cannot fork safely", file=sys.stderr)
         return launcher.EXIT_LAUNCH_FAILED
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(argv[0])
+    listener.bind(socket_path)
     listener.listen(16)
     print(READY, flush=True)
     serve(listener)
@@ -229,4 +240,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
