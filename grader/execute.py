@@ -651,6 +651,12 @@ def populate_workdir(workdir: Path, notebook_path: Path, given_files: list[Path]
 # Modules a kernel imports before it answers: what nearly every notebook of the course imports,
 # and what the grader's runtime patches. Only ``sys.modules`` changes; no name is bound.
 PRELOAD = ("torch", "transformers", "transformers.generation.utils", "transformers.modeling_utils")
+# What a kernel template imports besides, where installed: the course's other common imports
+# (pandas, matplotlib with its font list), free to a forked kernel, about half a second of CPU
+# to each notebook that imports them itself. Not ``matplotlib.pyplot`` (it hooks into the
+# IPython it is imported in), nor Optimum's ONNX Runtime models or bitsandbytes (importing them
+# starts a thread, and a process with threads cannot be forked safely).
+TEMPLATE_EXTRAS = ("pandas", "matplotlib", "matplotlib.font_manager")
 
 
 class KernelSupply:
@@ -681,7 +687,7 @@ class KernelSupply:
         elif sandbox is None or sandbox.isolation.namespaces == "none" or not sys.platform.startswith("linux"):
             self.why_launched = "forking a kernel needs the sandbox's namespaces (Linux)"
         else:
-            self.template = KernelTemplate.start(zoo_viewed_env(self.env, sandbox), preload)
+            self.template = KernelTemplate.start(zoo_viewed_env(self.env, sandbox), preload, TEMPLATE_EXTRAS)
 
     def _usable_template(self) -> KernelTemplate | None:
         if self.template is not None and not self.template.ready():
@@ -766,8 +772,9 @@ class KernelTemplate:
         threading.Thread(target=self._drain, name="kernel-template-stderr", daemon=True).start()
 
     @classmethod
-    def start(cls, env: Mapping[str, str], preload: tuple[str, ...]) -> KernelTemplate:
-        """Start a template in the background (it imports for a few seconds, then says ready)."""
+    def start(cls, env: Mapping[str, str], preload: tuple[str, ...], extras: tuple[str, ...] = ()) -> KernelTemplate:
+        """Start a template in the background (it imports ``preload``, and ``extras`` where they
+        are installed, for a few seconds, then says ready)."""
         folder = Path(tempfile.mkdtemp(prefix="llm-grader-template-"))  # 0700: the grader's user only
         home = folder / "home"
         home.mkdir()
@@ -791,7 +798,7 @@ class KernelTemplate:
         assert process.stdin is not None
         # On its standard input, not its command line, which every kernel it forks shows as its own.
         with contextlib.suppress(OSError):  # a template that died at once says why on its standard error
-            process.stdin.write(json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload)}) + "\n")
+            process.stdin.write(json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload), "extras": list(extras)}) + "\n")
         with contextlib.suppress(OSError):
             process.stdin.close()
         return cls(process, folder)

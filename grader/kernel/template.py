@@ -2,8 +2,8 @@
 
 Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a grading worker (see
 :class:`grader.execute.KernelTemplate`), with the kernels' environment and, on its standard
-input, one line ``{"socket": SOCKET, "preload": [MODULE, ...]}``. It imports the modules of
-``preload`` and ipykernel (about 4 s of CPU that a launched kernel
+input, one line ``{"socket": SOCKET, "preload": [MODULE, ...], "extras": [MODULE, ...]}``. It imports
+the modules of ``preload``, those of ``extras`` that are installed, and ipykernel (about 4 s of CPU that a launched kernel
 pays each time), starts no thread, reads nothing of the course, the submissions or the seed,
 prints ``ready`` and then serves fork requests on the Unix socket ``SOCKET`` (in a folder only
 the grader's user can enter).
@@ -227,6 +227,9 @@ def main() -> int:
     _leave_nothing_behind(os.path.dirname(os.path.abspath(socket_path)))
     for module in preload:
         importlib.import_module(module)
+    for module in order.get("extras", []):
+        with contextlib.suppress(ImportError):  # not installed: the notebook imports it, or not
+            importlib.import_module(str(module))
     importlib.import_module("ipykernel.kernelapp")
     if _threads() != 1:
         print(f"the kernel template has {_threads()} threads after its imports; it cannot fork safely", file=sys.stderr)
