@@ -798,7 +798,9 @@ class KernelTemplate:
         assert process.stdin is not None
         # On its standard input, not its command line, which every kernel it forks shows as its own.
         with contextlib.suppress(OSError):  # a template that died at once says why on its standard error
-            process.stdin.write(json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload), "extras": list(extras)}) + "\n")
+            process.stdin.write(
+                json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload), "extras": list(extras)}) + "\n"
+            )
         with contextlib.suppress(OSError):
             process.stdin.close()
         return cls(process, folder)
