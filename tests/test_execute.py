@@ -89,7 +89,9 @@ def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Pa
         first = supply.take(warm_next=True)  # launches the next one at once
         second = supply.take(warm_next=False)
         assert first is not second and first.workdir != second.workdir
-        assert supply.take(warm_next=False) is not second  # never handed out twice
+        third = supply.take(warm_next=False)
+        assert third is not second  # never handed out twice
+        third.close()
         (second.workdir / "data.txt").write_text("given after the launch")
         notebook = make_notebook(
             None,
