@@ -39,17 +39,39 @@ print(json.dumps({
     "torch_random": float(torch.rand(1)),
     "pid": os.getpid(),
     "uid": os.getuid(),
+    "policy_in_frames": policy_in_frames(),
 }))
+"""
+
+# What a student can reach by walking up the stack from a cell: no frame may still hold the
+# request the template got (its policy lists what the sandbox hides).
+FRAMES = """
+import sys
+def policy_in_frames():
+    key = "ma" + "sks"  # (spelled apart: this cell's own source is in the history, up the stack too)
+    def holds(value, depth=0):
+        if isinstance(value, (str, bytes)):
+            return f'"{key}"'.encode() in (value if isinstance(value, bytes) else value.encode())
+        if isinstance(value, dict):
+            return key in value or any(holds(v, depth + 1) for v in value.values()) if depth < 3 else False
+        if isinstance(value, (list, tuple)):
+            return any(holds(v, depth + 1) for v in value) if depth < 3 else False
+        return False
+    frame, found = sys._getframe(), []
+    while frame is not None:
+        found += [f"{frame.f_code.co_name}:{name}" for name, value in frame.f_locals.items() if holds(value)]
+        frame = frame.f_back
+    return found
 """
 
 
 def probe(supply: KernelSupply) -> tuple[str, dict]:
     session = supply.take(warm_next=False)
     with session:
-        notebook = make_notebook(None, [("code", PROBE)])
+        notebook = make_notebook(None, [("code", FRAMES), ("code", PROBE)])
         record = session.run_notebook(notebook, 120, 240)
         assert record.problems == (), record.problems
-        return session.mode, json.loads(notebook.cells[0].outputs[-1]["text"])
+        return session.mode, json.loads(notebook.cells[1].outputs[-1]["text"])
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +109,7 @@ def test_a_forked_kernel_keeps_nothing_of_the_template(forked: KernelSupply) -> 
     _, first = probe(forked)
     _, second = probe(forked)
     assert first["grader_modules"] == []
+    assert first["policy_in_frames"] == []  # nothing up the stack still holds the sandbox's request
     assert first["cwd"] == first["path0"]  # the session's folder, as `python -m ipykernel_launcher` has it
     assert not [target for target in first["fds"] if "template" in target or target.endswith(".log")]  # nothing inherited
     assert first["random"] != second["random"] and first["torch_random"] != second["torch_random"]

@@ -133,16 +133,17 @@ def _fresh_random_state() -> None:
         torch.seed()
 
 
-def _child(listener: socket.socket, connection: socket.socket, payload: bytes, fds: list[int]) -> int:
-    """The forked child: the watcher's exit status, or the kernel's."""
+def _child(listener: socket.socket, connection: socket.socket, payload: list[bytes], fds: list[int]) -> int:
+    """The forked child: the watcher's exit status, or the kernel's (``payload`` holds the
+    request, and is emptied)."""
     listener.close()
     os.setsid()  # signals to the grader's process groups are not the kernel's
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    request = json.loads(payload)
+    request = json.loads(payload.pop())
     argv, env, cwd = list(request["argv"]), dict(request["env"]), str(request["cwd"])
     policy = dict(request["policy"])
     alive = _client_alive(int(request["client"]))
-    del request, payload
+    del request
 
     def started(kernel: int) -> None:
         _send(connection, {"kernel": kernel, "watcher": os.getpid()})
@@ -171,10 +172,14 @@ def serve(listener: socket.socket) -> None:
     while True:
         connection, _ = listener.accept()
         try:
-            payload, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST_BYTES, 3)
+            received = socket.recv_fds(connection, MAX_REQUEST_BYTES, 3)
         except OSError:
             connection.close()
             continue
+        # The request (the policy names what the sandbox hides) is held in a list the child
+        # empties: this frame stays on the kernel's stack, and must not keep it.
+        payload, fds = [received[0]], received[1]
+        del received
         if len(fds) != 3 or _threads() != 1:
             why = "a template with threads cannot fork safely" if _threads() != 1 else "no standard streams"
             _send(connection, {"error": f"the kernel template cannot start this kernel: {why}"})
