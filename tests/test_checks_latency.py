@@ -26,7 +26,7 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
             "            tokenizer = AutoTokenizer.from_pretrained(model_id)",
             '            tokenizer = AutoTokenizer.from_pretrained("gpt2")',
         ),
-        ("        latency = time.perf_counter() - start\n", "        latency = 42.0  # measured on my laptop\n"),
+        ("        latency = time.perf_counter() - start\n", "        latency = 0.0001  # measured on my laptop\n"),
         (
             '    prompt = base_text\n    while len(tokenizer(prompt)["input_ids"]) < target_tokens:\n        prompt += " " + base_text\n    return prompt',
             "    repeats = -(-target_tokens // len(base_text.split()))  # one token per word\n"
