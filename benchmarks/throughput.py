@@ -116,13 +116,11 @@ def timed_grade(folder: Path, out: Path, workers: int, env: dict[str, str] | Non
 
 
 def launch_modes(out: Path) -> str:
-    """How the run's kernels were started, from each result's note (forked from a template, or launched)."""
-    counts: dict[str, int] = {}
-    for path in out.glob("*/results.json"):
-        for note in json.loads(path.read_text())["extra_data"]["notes"]:
-            if note.startswith("Kernel: "):
-                counts[note.removeprefix("Kernel: ").rstrip(".")] = counts.get(note.removeprefix("Kernel: ").rstrip("."), 0) + 1
-    return "; ".join(f"{how} ({count})" for how, count in counts.items()) or "no note"
+    """How the run's kernels were started (forked from a template, or launched): the run's own notice."""
+    from grader.sandbox import sandbox_notices
+
+    notes = [json.loads(path.read_text())["extra_data"]["notes"] for path in out.glob("*/results.json")]
+    return next((notice for notice in sandbox_notices(notes) if notice.startswith("Kernels: ")), "no note")
 
 
 def main() -> None:
@@ -148,10 +146,10 @@ def main() -> None:
         print(f"grade --workers 1                : {one:7.1f} s  ({one / args.n:.2f} s per notebook)")
         many, memory = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"grade --workers {args.workers:<2}               : {many:7.1f} s  ({many / args.n:.2f} s per notebook)")
-        print(f"  kernels: {launch_modes(Path(scratch) / 'many')}")
+        print(f"  {launch_modes(Path(scratch) / 'many')}")
         launched, _ = timed_grade(folder, Path(scratch) / "launched", args.workers, {"GRADER_LAUNCH_KERNELS": "1"})
         print(f"grade --workers {args.workers:<2}, launched     : {launched:7.1f} s  ({launched / args.n:.2f} s per notebook)")
-        print(f"  kernels: {launch_modes(Path(scratch) / 'launched')}")
+        print(f"  {launch_modes(Path(scratch) / 'launched')}")
         again, _ = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"unchanged regrade                : {again:7.1f} s")
         trees = [pid for pid, rss in memory.rss_peaks.items() if rss > 200 * 1024**2]  # workers, not helpers

@@ -689,30 +689,27 @@ class KernelSupply:
         else:
             self.template = KernelTemplate.start(zoo_viewed_env(self.env, sandbox), preload, TEMPLATE_EXTRAS)
 
-    def _usable_template(self) -> KernelTemplate | None:
-        if self.template is not None and not self.template.ready():
-            self.why_launched = f"the kernel template could not start: {self.template.problem}"
-            self.template.close()
-            self.template = None
-        return self.template
-
-    def _launch(self) -> KernelSession:
-        workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
-        template = self._usable_template()
-        try:
-            return KernelSession(workdir, self.env, preload=self.preload, sandbox=self.sandbox, template=template).launch()
-        except KernelError:
-            if template is None:
-                shutil.rmtree(workdir, ignore_errors=True)
-                raise
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        # The template failed to fork this kernel: launch it, and every later one.
-        self.why_launched = "the kernel template failed to fork a kernel"
+    def _stop_forking(self, why: str) -> None:
+        """Launch this kernel and every later one: the template cannot serve (``why``)."""
+        self.why_launched = why
         if self.template is not None:
             self.template.close()
             self.template = None
+
+    def _launch(self) -> KernelSession:
+        workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
+        if self.template is not None and not self.template.ready():
+            self._stop_forking(f"the kernel template could not start: {self.template.problem}")
+        if self.template is not None:
+            try:
+                return KernelSession(
+                    workdir, self.env, preload=self.preload, sandbox=self.sandbox, template=self.template
+                ).launch()
+            except KernelError:
+                self._stop_forking("the kernel template failed to fork a kernel")
+            except BaseException:
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
         try:
             return KernelSession(workdir, self.env, preload=self.preload, sandbox=self.sandbox).launch()
         except BaseException:

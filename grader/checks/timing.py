@@ -325,8 +325,8 @@ def judge_generate_inputs(
         )
     if max_new_tokens is None:
         return None
-    limit = event.get("new_tokens_limit")
-    if not isinstance(limit, int) or isinstance(limit, bool):
+    limit = _recorded_limit(event)
+    if limit is None:
         # No readable limit: at least no more tokens than asked may have been generated.
         output, inputs = event.get("output_shape") or [0, 0], event.get("input_shape") or [0, 0]
         limit = int(output[-1]) - int(inputs[-1]) if int(output[-1]) - int(inputs[-1]) > max_new_tokens else max_new_tokens
@@ -340,7 +340,14 @@ def judge_generate_inputs(
     return None
 
 
-def tokens_limit(event: dict[str, Any]) -> Any:
-    """The new-token limit a generate call ran with (max_length less the prompt counts), else its max_new_tokens."""
+def _recorded_limit(event: dict[str, Any]) -> int | None:
+    """The new-token limit the runtime recorded in force for a generate call (max_length less the
+    prompt counts), if it is readable."""
     limit = event.get("new_tokens_limit")
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) else event.get("max_new_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def tokens_limit(event: dict[str, Any]) -> Any:
+    """The new-token limit a generate call ran with, else its max_new_tokens."""
+    limit = _recorded_limit(event)
+    return limit if limit is not None else event.get("max_new_tokens")

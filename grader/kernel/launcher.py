@@ -330,11 +330,17 @@ def watch_kernel(child: int, grader_alive: Callable[[], bool], cleanup: list[str
         time.sleep(WATCH_INTERVAL_S)
 
 
+def signal_when_parent_ends(signum: int) -> bool:
+    """Have the system send ``signum`` to this process when its parent ends; whether the parent
+    was still there once that was asked (if not, the signal will never come)."""
+    parent = os.getppid()
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0), "asking to be signalled when the parent ends")
+    return os.getppid() == parent
+
+
 def die_with_parent() -> None:
     """Have the system kill this process (SIGKILL) when its parent ends; end now if it already has."""
-    parent = os.getppid()
-    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "asking to die with the parent")
-    if os.getppid() != parent:
+    if not signal_when_parent_ends(signal.SIGKILL):
         os._exit(EXIT_LAUNCH_FAILED)
 
 

@@ -91,7 +91,6 @@ def _serve_kernel(argv: list[str], env: dict[str, str], cwd: str) -> int:
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # What the template imported was imported with the template's folders; the kernel's own
@@ -208,9 +207,7 @@ def _leave_nothing_behind(folder: str) -> None:
     try:
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        template = os.getppid()
-        launcher._check(launcher._libc().prctl(launcher.PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "janitor")
-        if os.getppid() == template:
+        if launcher.signal_when_parent_ends(signal.SIGTERM):
             signal.sigwait({signal.SIGTERM})
         shutil.rmtree(folder, ignore_errors=True)
     finally:
