@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 import nbformat
+import psutil
 import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
@@ -197,6 +198,7 @@ class KernelSession:
         self.launched_at: float | None = None
         self.uid: int | None = None
         self.resource_watch: ResourceWatch | None = None
+        self.root_pid: int | None = None  # the root of the kernel's process tree, once started
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -270,6 +272,7 @@ class KernelSession:
             raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
         self.launched_at = time.monotonic()
         process = getattr(self._km.provisioner, "process", None)
+        self.root_pid = process.pid if process is not None else None
         if self.sandbox is not None and process is not None:
             root = process.pid
             if self.template is not None:  # the kernel's tree hangs from the template's child, not from the client
@@ -277,6 +280,7 @@ class KernelSession:
                 if root is None:
                     self.close()
                     raise KernelError("the notebook's kernel did not start: its kernel template did not fork it")
+            self.root_pid = root
             # RLIMIT_NPROC counts threads too; the watch counts processes, and stops at half as many.
             self.resource_watch = ResourceWatch(
                 root,
@@ -369,6 +373,25 @@ class KernelSession:
         if self.uid is not None:
             kill_user(self.uid)  # what the notebook left running, even outside the kernel's tree
         shutil.rmtree(self._runtime_dir, ignore_errors=True)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the kernel's process tree has used so far, read by the grader from /proc (None when unknown).
+
+        Evidence from outside the kernel: what a notebook does to its own clocks and records cannot change it.
+        """
+        if self.root_pid is None:
+            return None
+        try:
+            root = psutil.Process(self.root_pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0.0
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        return total
 
     @property
     def stopped_by_watch(self) -> bool:

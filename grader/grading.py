@@ -25,6 +25,7 @@ from typing import Any
 import grader as grader_package
 from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
+from grader.checks.base import tampered_verdict
 from grader.course import Assignment, Course
 from grader.errors import GraderError, KernelError
 from grader.execute import ExecutionRecord, KernelSupply, populate_workdir
@@ -270,6 +271,7 @@ class Grader:
             results.append(_check_result(check, kind, verdict, time.monotonic() - started))
         if harness is not None:
             harness.release()
+            results = [_withheld_if_tampered(result, harness.tampered) for result in results]
         return results
 
     def _verdict(self, kind: CheckKind, context: CheckContext, params: Any, environment: Mapping[str, Any]) -> Verdict:
@@ -426,6 +428,24 @@ def _check_result(check: CheckSpec, kind: CheckKind, verdict: Verdict, duration_
         data=dict(verdict.data),
         duration_s=duration_s,
         flags=tuple(verdict.flags),
+        tampered=verdict.tampered,
+    )
+
+
+def _withheld_if_tampered(result: CheckResult, tampered: Mapping[str, str]) -> CheckResult:
+    """A check of a function whose records were tampered with, in any of its calls, awards nothing: failed, flagged."""
+    why = tampered.get(result.target)
+    if why is None or result.tampered or not result.automatic:
+        return result
+    verdict = tampered_verdict(result.target, why)
+    return dataclasses.replace(
+        result,
+        outcome=verdict.outcome,
+        score=0.0,
+        message=verdict.message,
+        expected=verdict.expected,
+        found=verdict.found,
+        tampered=why,
     )
 
 

@@ -9,21 +9,28 @@ JSON. Nothing the kernel sends is unpickled or evaluated.
 from __future__ import annotations
 
 import json
+import random
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from grader.evidence import Measured, forgery
 from grader.execute import KernelReply, KernelSession
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.values import bounded, decode
 
 RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
+PROBE_SOURCE = Path(__file__).with_name("kernel") / "integrity.py"
+# Each paced call's pacing is the asked one times a factor drawn here, so that no notebook can subtract
+# a known constant (it can read the value in its own kernel; it cannot make the grader's clock agree).
+PACE_FACTORS = (0.8, 1.25)
 # The largest answer parsed: far above what the runtime's own caps let through, far below what
 # would cost the grader real memory. A larger one was forged in the kernel.
 MAX_ANSWER_CHARS = 16 * 1024**2
 
-CallStatus = Literal["returned", "raised", "missing", "signature", "timeout", "dead", "internal"]
+# "tampered": the call's records claim what the grader's own measurements rule out (grader/evidence.py).
+CallStatus = Literal["returned", "raised", "missing", "signature", "timeout", "dead", "internal", "tampered"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class CallOutcome:
     message: str = ""
     duration_s: float | None = None  # measured in the kernel around the student's call
     wall_s: float = 0.0  # measured by the grader around the whole request
+    pace_s: float = 0.0  # the pacing the grader used for this call (the asked one, varied per call)
     stdout: str = ""
     stderr: str = ""
     events: tuple[dict[str, Any], ...] = ()
@@ -142,6 +150,11 @@ class Harness:
         self.call_timeout_s = call_timeout_s
         self.module_name = f"_llm_grader_runtime_{secrets.token_hex(8)}"
         self.environment: dict[str, Any] = {}
+        # The runtime's fingerprint read before any cell ran (None until installed, or where no probe answered).
+        self.baseline: dict[str, str] | None = None
+        # Student functions whose call's records the grader's evidence ruled out, with why (first time only).
+        self.tampered: dict[str, str] = {}
+        self._pacing = random.SystemRandom()
 
     def install(self, settings: dict[str, Any] | None = None, timeout_s: float = 120.0) -> CallOutcome:
         """Load the runtime into the kernel and instrument it (before the notebook runs)."""
@@ -158,7 +171,31 @@ class Harness:
         outcome = self._ask({"op": "install", "settings": settings or {}}, timeout_s)
         if outcome.ok:
             self.environment = dict(outcome.raw.get("environment", {}))
+            self.baseline = self.fingerprint()
         return outcome
+
+    def fingerprint(self, timeout_s: float = 30.0) -> dict[str, str] | None:
+        """The runtime's fingerprint, read by a probe sent afresh (grader/kernel/integrity.py); None if it gave none."""
+        channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
+        names = {"__name__": "_llm_grader_probe", "MODULE": self.module_name, "CHANNEL": channel}
+        source = PROBE_SOURCE.read_text(encoding="utf-8")
+        code = f"exec(compile({source!r}, '<llm-grader-probe>', 'exec'), {names!r})"
+        reply = self.session.request(code, channel=channel, timeout_s=timeout_s)
+        try:
+            answer = json.loads(reply.payload) if isinstance(reply.payload, str) else None
+        except ValueError:
+            return None
+        entries = answer.get("fingerprint") if isinstance(answer, dict) else None
+        return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else None
+
+    def _altered(self) -> tuple[str, ...]:
+        """The fingerprint's entries that changed since the runtime was installed (() without a baseline)."""
+        if self.baseline is None:
+            return ()
+        now = self.fingerprint()
+        if now is None:
+            return ("the integrity probe's answer",)
+        return tuple(key for key, value in self.baseline.items() if now.get(key) != value)
 
     # ---------------------------------------------------------------- operations
 
@@ -179,7 +216,13 @@ class Harness:
         many seconds (recorded in their events), so a timer around a warm-up or a tokenization
         shows in the latency. ``figures`` records what the call plots as ``figure`` events; ``watch``
         names notebook functions whose return values, while the call runs, become ``returned`` events.
+
+        The pacing used is ``pace_s`` times a factor drawn per call (``CallOutcome.pace_s``); the call's
+        records are checked against the grader's own measurements, and a call they rule out comes back
+        ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`.
         """
+        if pace_s:
+            pace_s = round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
         request = {
             "op": "call",
             "function": function,
@@ -252,7 +295,24 @@ class Harness:
         request = {**request, "channel": channel}
         code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(request)!r})"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
+        measured = request["op"] in ("call", "generate")
+        cpu_before = self.session.cpu_seconds() if measured else None
         reply = self.session.request(code, channel=channel, timeout_s=timeout)
+        outcome = self._answer(request, reply, timeout)
+        if not measured or outcome.status not in ("returned", "raised"):
+            return outcome
+        cpu_after = self.session.cpu_seconds()
+        cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        pace_s = float(request.get("pace_s") or 0.0)
+        why = forgery(outcome.duration_s, outcome.events, Measured(reply.duration_s, pace_s, cpu_s, self._altered()))
+        outcome = replace(outcome, pace_s=pace_s)
+        if not why:
+            return outcome
+        if "function" in request:
+            self.tampered.setdefault(str(request["function"]), why)
+        return replace(outcome, status="tampered", message=why)
+
+    def _answer(self, request: dict[str, Any], reply: KernelReply, timeout: float) -> CallOutcome:
         what = f"the grading request {request['op']!r}" + (f" ({request['function']})" if "function" in request else "")
         if reply.status == "timeout":
             return CallOutcome(
@@ -274,17 +334,7 @@ class Harness:
             return CallOutcome("internal", message=f"{what} answered with malformed JSON: {error}", wall_s=reply.duration_s)
         if not isinstance(answer, dict):
             return CallOutcome("internal", message=f"{what} answered with {type(answer).__name__}", wall_s=reply.duration_s)
-        outcome = _outcome_from_answer(answer, reply.duration_s)
-        # A call's events all happen within its request (the notebook's own, asked for later, do not).
-        impossible = _impossible_timing(outcome) if request["op"] in ("call", "generate") else ""
-        if impossible:
-            return CallOutcome(
-                "internal",
-                message=f"{what} answered with timings the grader's own clock rules out ({impossible}): "
-                "the grader's runtime in the kernel was tampered with",
-                wall_s=reply.duration_s,
-            )
-        return outcome
+        return _outcome_from_answer(answer, reply.duration_s)
 
     def _failed(self, reply: KernelReply, what: str) -> CallOutcome:
         if reply.status == "dead":
@@ -296,26 +346,6 @@ class Harness:
             )
             return CallOutcome("internal", exception=exception, message=f"{what} failed: {exception}", wall_s=reply.duration_s)
         return CallOutcome("internal", message=f"{what} gave no answer", wall_s=reply.duration_s)
-
-
-CLOCK_SLACK_S = 0.05  # the two clocks are both monotonic; this covers rounding and message latency
-
-
-def _impossible_timing(outcome: CallOutcome) -> str:
-    """What in the kernel's answer could not have happened within the request the grader timed
-    (a forged answer claiming longer calls, or pacing it skipped); "" when all is consistent."""
-    ceiling = outcome.wall_s + CLOCK_SLACK_S
-    claims = [("the call", outcome.duration_s)]
-    claims += [(f"a {event.get('type', 'recorded')} event", event.get("duration_s")) for event in outcome.events]
-    for name, seconds in claims:
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and not 0 <= seconds <= ceiling:
-            return f"{name} took {seconds:.3f} s in a request of {outcome.wall_s:.3f} s"
-    paced = sum(
-        event["paced_s"] for event in outcome.events if isinstance(event.get("paced_s"), (int, float)) and event["paced_s"] > 0
-    )
-    if paced > ceiling:
-        return f"{paced:.3f} s of pacing in a request of {outcome.wall_s:.3f} s"
-    return ""
 
 
 def _reject_constant(name: str) -> Any:

@@ -441,6 +441,7 @@ def render_summary(results: Sequence[SubmissionResult], notices: Sequence[str] =
             groups=_groups(results),
             not_graded=sum(1 for result in results if result.error),
             pending_answers=sum(1 for result in results for check in result.checks if check.pending),
+            tampered=[result for result in results if result.tampered],
             generated_at=dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         )
     )

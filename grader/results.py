@@ -50,6 +50,7 @@ class CheckResult:
     data: Mapping[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
     flags: tuple[str, ...] = ()  # what the instructor should look at in a written answer (filler, a copied question)
+    tampered: str | None = None  # why the evidence of this check's function was tampered with (a typed flag)
 
     @property
     def automatic(self) -> bool:
@@ -117,6 +118,21 @@ class SubmissionResult:
         return sum(check.points for check in self.checks if check.automatic and check.visibility == "public")
 
     @property
+    def tampered(self) -> tuple[CheckResult, ...]:
+        """The checks whose function's records the grader's own evidence contradicts (the instructor should look)."""
+        return tuple(check for check in self.checks if check.tampered)
+
+    def flags(self) -> list[dict[str, str]]:
+        """Typed flags for the instructor: one ``tampered-evidence`` flag per function whose records were tampered with."""
+        seen: dict[str, dict[str, str]] = {}
+        for check in self.tampered:
+            seen.setdefault(
+                check.target,
+                {"type": "tampered-evidence", "function": check.target, "check_id": check.check_id, "why": check.tampered or ""},
+            )
+        return list(seen.values())
+
+    @property
     def manual_points(self) -> float:
         """Points awaiting an instructor's grading by hand (answers that were written)."""
         return sum(check.points for check in self.checks if check.pending)
@@ -168,6 +184,7 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
                 "points": check.points,
                 **({"answer": check.answer} if check.answer is not None else {}),
                 **({"flags": list(check.flags)} if check.flags else {}),
+                **({"tampered": check.tampered} if check.tampered else {}),
                 **({"details": list(check.details)} if check.details else {}),
                 **({"data": dict(check.data)} if check.data else {}),
             },
@@ -198,6 +215,7 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "skipped_points": result.skipped_points,
             "not_run": not_run,
             "notes": list(result.notes),
+            "flags": result.flags(),
             "cell_problems": [
                 {"cell": problem.cell_index + 1, "kind": problem.kind, "message": problem.message, "traceback": problem.traceback}
                 for problem in result.cell_problems
@@ -353,7 +371,13 @@ def grades_csv(results: Sequence[SubmissionResult]) -> str:
     )
     for result in results:
         by_id = {check.check_id: check for check in result.checks}
-        status = "error" if result.error else ("needs-manual-grading" if result.manual_points else "graded")
+        status = (
+            "error"
+            if result.error
+            else "tampered-evidence"
+            if result.tampered
+            else ("needs-manual-grading" if result.manual_points else "graded")
+        )
         writer.writerow(
             [
                 result.submission_id,

@@ -187,7 +187,7 @@ def test_without_namespaces_every_result_carries_a_warning(
     assert any(note.startswith("Sandbox warning: GRADER_NO_SANDBOX is set") for note in result.notes)
 
 
-def test_a_forged_runtime_answer_is_caught_by_the_graders_clock(tmp_path: Path, zoo: ModelZoo) -> None:
+def test_a_forged_runtime_answer_is_ruled_out_by_the_integrity_probe(tmp_path: Path, zoo: ModelZoo) -> None:
     forge = (
         "import sys, json\n"
         "from IPython.display import publish_display_data\n"
@@ -206,9 +206,10 @@ def test_a_forged_runtime_answer_is_caught_by_the_graders_clock(tmp_path: Path, 
         assert kernel.install().ok
         assert session.run_notebook(make_notebook(None, [("code", forge)]), 60, 120).problems == ()
         outcome = kernel.call("timed", [literal(1)], pace_s=0.25)
-    assert outcome.status == "internal"
-    assert "the grader's own clock rules out (the call took 0.500 s in a request of" in outcome.message
-    assert outcome.message.endswith("the grader's runtime in the kernel was tampered with")
+    # The answer it publishes is consistent with nothing the grader measured; the probe names what was replaced.
+    assert outcome.status == "tampered"
+    assert outcome.message == "the notebook changed the grader's instrumentation in the kernel (runtime.run)"
+    assert kernel.tampered == {"timed": outcome.message}
 
 
 def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: ModelZoo) -> None:

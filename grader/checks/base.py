@@ -44,6 +44,7 @@ class Verdict:
     answer: str | None = None  # a written answer, for manual grading
     flags: tuple[str, ...] = ()  # what the instructor should look at in a written answer (filler, a copied question)
     data: Mapping[str, Any] = field(default_factory=dict)  # instructor-only facts, JSON-safe
+    tampered: str | None = None  # why the evidence this verdict rests on was tampered with (grader/evidence.py)
 
     @classmethod
     def passed(cls, message: str, **fields: Any) -> Verdict:
@@ -205,8 +206,20 @@ def failed_call(outcome: CallOutcome, what: str) -> Verdict:
         return Verdict.error(f"{what} did not return in time: {outcome.message}.", found="no return (timed out)")
     if outcome.status == "dead":
         return Verdict.error(f"The kernel is not running: {outcome.message}.", found="no kernel")
+    if outcome.status == "tampered":
+        return tampered_verdict(what, outcome.message)
     detail = outcome.message or (str(outcome.exception) if outcome.exception else "no answer")
     return Verdict.error(f"The grader could not call {what}: {detail}.")
+
+
+def tampered_verdict(function: str, why: str) -> Verdict:
+    """The verdict of a check whose function's call the grader's own evidence contradicts (see grader/evidence.py)."""
+    return Verdict.failed(
+        f"The grader's records of {function} were tampered with: {why}. Its checks award no points, and your instructor is told.",
+        expected="records the grader's own measurements agree with",
+        found="tampered evidence",
+        tampered=why,
+    )
 
 
 def expect_type(value: Any, expected: type | tuple[type, ...], what: str, wanted: str) -> Any:

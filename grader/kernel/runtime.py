@@ -449,13 +449,13 @@ def instrument_onnxruntime() -> None:
     import onnxruntime
 
     cls = onnxruntime.InferenceSession
-    cls.run = _instrumented_session_run(cls.run)
-    cls.run_with_iobinding = _instrumented_session_run(cls.run_with_iobinding, iobinding=True)
+    _replace(cls, "run", _instrumented_session_run(cls.run))
+    _replace(cls, "run_with_iobinding", _instrumented_session_run(cls.run_with_iobinding, iobinding=True))
     INSTALLED["onnxruntime"] = onnxruntime.__version__
 
 
 def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = False) -> Callable[..., Any]:
-    @functools.wraps(original)
+    @_wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         serial = model_serial(self)
         event: dict[str, Any] = {"type": "onnx_run", "session_serial": serial, "grader_session": serial in GRADER_SESSIONS}
@@ -571,6 +571,18 @@ def load_model(spec: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------------------
 # Instrumentation
 # --------------------------------------------------------------------------------------
+
+
+def _wraps(original: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``functools.wraps`` without ``__wrapped__``: the uninstrumented original is not one attribute away
+    (``inspect.unwrap``, ``model.generate.__wrapped__``); a wrapper keeps it in its closure only."""
+
+    def decorate(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        functools.update_wrapper(wrapper, original)
+        vars(wrapper).pop("__wrapped__", None)
+        return wrapper
+
+    return decorate
 
 
 class Recorder:
@@ -723,7 +735,7 @@ def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
 
 
 def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
+    @_wraps(original)
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         if RECORDER.generate_depth:
             return original(self, *args, **kwargs)
@@ -869,7 +881,7 @@ TOKENIZER_ENTRY_POINTS = (
 def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a tokenizer entry point: while a call is paced, record and slow each outermost use."""
 
-    @functools.wraps(original)
+    @_wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not RECORDER.pace_s or RECORDER.call is None or RECORDER.tokenizer_depth:
             return original(self, *args, **kwargs)
@@ -887,7 +899,7 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
 
 
 def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
+    @_wraps(original)
     def synchronize(*args: Any, **kwargs: Any) -> Any:
         event = {"type": "synchronize", "start": RECORDER.now()}
         try:
@@ -906,7 +918,7 @@ def _instrumenting_forward(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a ``PreTrainedModel`` method every model passes through (``__call__``, and ``post_init`` at the end of
     every model's ``__init__``): make sure the model's class ``forward`` is instrumented, then run the method."""
 
-    @functools.wraps(original)
+    @_wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         _instrument_forward_of(type(self))
         return original(self, *args, **kwargs)
@@ -922,7 +934,7 @@ def _instrument_forward_of(cls: type) -> None:
             continue
         if not getattr(forward, "__llm_grader_instrumented__", False) and callable(forward):
             with contextlib.suppress(AttributeError, TypeError):  # a class that refuses new attributes
-                klass.forward = _instrumented_forward(forward)  # type: ignore[attr-defined]
+                _replace(klass, "forward", _instrumented_forward(forward))
         return
 
 
@@ -936,7 +948,7 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
     (GPT2Model inside GPT2LMHeadModel) is part of that pass, not a pass of its own.
     """
 
-    @functools.wraps(original)
+    @_wraps(original)
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         stack = RECORDER.forward_stack
         if stack and not any(model is self for model in stack) and _holds(stack[-1], self):
@@ -1090,7 +1102,7 @@ def describe_figure(figure: Any) -> dict[str, Any]:
 def _instrumented_draw(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``Figure.draw``: a figure shown or saved during a call is described as it is drawn."""
 
-    @functools.wraps(original)
+    @_wraps(original)
     def draw(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         if RECORDER.call is not None and FIGURES["watching"]:
@@ -1136,6 +1148,15 @@ def _watch_figures() -> Iterator[None]:
 
 
 INSTALLED: dict[str, Any] = {}
+# Every attribute the runtime replaced, as (owner, name): the grader's integrity probe (integrity.py)
+# reads each one after every call and compares it with what it read right after installing.
+INSTRUMENTED: list[tuple[Any, str]] = []
+
+
+def _replace(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+    """Put an instrumented ``wrapper`` in place of ``owner.name``, and remember where."""
+    setattr(owner, name, wrapper)
+    INSTRUMENTED.append((owner, name))
 
 
 def _publisher() -> Callable[..., Any]:
@@ -1154,10 +1175,10 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
 
     INSTALLED["settings"] = settings
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
-    GenerationMixin.generate = _instrumented_generate(GenerationMixin.generate)  # type: ignore[method-assign]
-    torch.cuda.synchronize = _instrumented_synchronize(torch.cuda.synchronize)
-    transformers.PreTrainedModel.__call__ = _instrumenting_forward(torch.nn.Module.__call__)  # type: ignore[method-assign]
-    transformers.PreTrainedModel.post_init = _instrumenting_forward(transformers.PreTrainedModel.post_init)  # type: ignore[method-assign]
+    _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
+    _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))
+    _replace(transformers.PreTrainedModel, "__call__", _instrumenting_forward(torch.nn.Module.__call__))
+    _replace(transformers.PreTrainedModel, "post_init", _instrumenting_forward(transformers.PreTrainedModel.post_init))
     # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and
     # on the classes that override them: however a timer surrounds tokenizing, it is paced once.
     tokenizer_classes = [
@@ -1168,7 +1189,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     for cls in tokenizer_classes:
         for name in TOKENIZER_ENTRY_POINTS:
             if name in vars(cls):
-                setattr(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
+                _replace(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 
@@ -1366,7 +1387,7 @@ def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[No
     originals = {name: namespace[name] for name in names if callable(namespace.get(name))}
 
     def watched(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
+        @_wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             value = original(*args, **kwargs)
             event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now()}

@@ -1,0 +1,96 @@
+"""Whether a call's records can be trusted: what the kernel reported, against what the grader measured itself.
+
+The grader's runtime records events (generate calls, tokenizer calls, pacing) inside the student's own
+process, where a notebook that has read the grader's source can reach and rewrite them. So every call's
+records are checked against evidence from outside the kernel, which no notebook can change:
+
+- the grader's own clock around the request (a recorded event cannot last longer than the request,
+  and the pacing the events claim must have cost the grader that much wall-clock time);
+- the pacing the grader asked for (every paced event must carry exactly it, and a call whose generate
+  produced tokens must show it: the runtime paces the first such generate of every call);
+- the CPU time of the kernel's processes, read from /proc (generate calls that claim seconds of work on
+  the CPU must have used a share of it: a forged or slept-through event uses none);
+- a fingerprint of the runtime read by a fresh probe after every call (grader/kernel/integrity.py),
+  compared with the one read before any cell ran.
+
+:func:`forgery` says in one sentence what the records claim that the evidence rules out ("" when all is
+consistent). A call it speaks against is *tampered*: its checks fail, and the result carries the flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The two clocks (grader's, kernel's) are both monotonic; this covers rounding and message latency.
+CLOCK_SLACK_S = 0.05
+# The least share of its wall-clock time a generate running on the CPU spends on the CPU, even on a
+# machine whose every core is busy with other work (measured: benchmarks/evidence.py). The kernel's
+# tree is charged for the whole request, so the bound is a floor with room to spare.
+CPU_SHARE = 0.15
+# Claimed CPU work below this is not judged against /proc: the request's own overhead hides it.
+CPU_MIN_CLAIM_S = 0.25
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the grader measured itself around one request into the kernel."""
+
+    wall_s: float  # its own clock, from sending the request to the answer
+    pace_s: float = 0.0  # the pacing it asked for
+    cpu_s: float | None = None  # CPU seconds the kernel's processes used meanwhile (None: not readable here)
+    altered: tuple[str, ...] = ()  # entries of the runtime's fingerprint that changed since it was installed
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def produced_tokens(event: dict[str, Any]) -> bool:
+    """Whether a recorded generate call returned sequences longer than its prompt (what the runtime paces)."""
+    output, inputs = event.get("output_shape"), event.get("input_shape")
+    if event.get("error") or not isinstance(output, list) or not output:
+        return False
+    prompt = inputs[-1] if isinstance(inputs, list) and inputs else 0
+    return isinstance(output[-1], int) and isinstance(prompt, int) and output[-1] > prompt
+
+
+def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
+    """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
+    if measured.altered:
+        shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
+        return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
+    ceiling = measured.wall_s + CLOCK_SLACK_S
+    claims = [("the call", duration_s)] + [
+        (f"a {event.get('type', 'recorded')} event", event.get("duration_s")) for event in events
+    ]
+    for name, value in claims:
+        seconds = _seconds(value)
+        if seconds is not None and not 0 <= seconds <= ceiling:
+            return f"{name} took {seconds:.3f} s by the kernel's records, in a request of {measured.wall_s:.3f} s by the grader's clock"
+    paced = [seconds for event in events if (seconds := _seconds(event.get("paced_s"))) is not None and seconds > 0]
+    if sum(paced) > ceiling:
+        return f"the records claim {sum(paced):.3f} s of pacing in a request of {measured.wall_s:.3f} s by the grader's clock"
+    if measured.pace_s > 0:
+        wrong = next((seconds for seconds in paced if abs(seconds - measured.pace_s) > 1e-6), None)
+        if wrong is not None:
+            return f"an event records {wrong:.3f} s of pacing, but the grader asked for {measured.pace_s:.3f} s"
+        generates = sorted(
+            (event for event in events if event.get("type") == "generate" and produced_tokens(event)),
+            key=lambda event: _seconds(event.get("start")) or 0.0,
+        )
+        if generates and not _seconds(generates[0].get("paced_s")):
+            return "a generate call produced tokens without the pacing the grader asked for (it was switched off)"
+    if measured.cpu_s is not None:
+        claimed = sum(
+            max(0.0, (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0))
+            for event in events
+            if event.get("type") == "generate" and str(event.get("model_device", "cpu")).startswith("cpu")
+        )
+        if claimed >= CPU_MIN_CLAIM_S and measured.cpu_s < CPU_SHARE * claimed:
+            return (
+                f"its generate calls on the CPU claim {claimed:.3f} s of work, but the kernel used {measured.cpu_s:.3f} s "
+                "of CPU during the whole call (read by the grader from /proc)"
+            )
+    return ""

@@ -1,0 +1,104 @@
+"""The grader's evidence against a call's records (grader/evidence.py), on made-up events: fast, no kernel.
+
+Each forgery a notebook that read the grader's source can write into its own kernel's records must be ruled
+out by what the grader measures itself; an honest call's records, on an idle or a loaded machine, never are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from grader.evidence import CPU_MIN_CLAIM_S, Measured, forgery, produced_tokens
+
+PACE = 0.2437
+
+
+def generate(start: float, duration: float, paced: float | None = None, device: str = "cpu", **fields: Any) -> dict[str, Any]:
+    event = {
+        "type": "generate",
+        "start": start,
+        "end": start + duration,
+        "duration_s": duration,
+        "input_shape": [1, 5],
+        "output_shape": [1, 29],
+        "model_device": device,
+        **fields,
+    }
+    if paced is not None:
+        event["paced_s"] = paced
+    return event
+
+
+def tokenize(start: float, paced: float = PACE) -> dict[str, Any]:
+    return {"type": "tokenize", "start": start, "end": start + paced + 0.001, "paced_s": paced}
+
+
+def honest() -> list[dict[str, Any]]:
+    """Tokenize (paced), a warm-up generate (paced), the timed generate."""
+    return [tokenize(0.0), generate(0.3, 0.08 + PACE, paced=PACE), generate(0.7, 0.08)]
+
+
+def test_an_honest_paced_call_is_trusted_idle_and_loaded() -> None:
+    assert forgery(1.0, honest(), Measured(wall_s=1.02, pace_s=PACE, cpu_s=0.2)) == ""
+    # Loaded: the same work takes three times as long by the clock, with the same CPU time.
+    loaded = [tokenize(0.0), generate(0.3, 0.24 + PACE, paced=PACE), generate(0.9, 0.24)]
+    assert forgery(1.4, loaded, Measured(wall_s=1.45, pace_s=PACE, cpu_s=0.16)) == ""
+
+
+def test_a_changed_runtime_is_named() -> None:
+    why = forgery(1.0, honest(), Measured(1.02, PACE, 0.2, altered=("runtime._sleep", "recorder.pace_s")))
+    assert why.startswith("the notebook changed the grader's instrumentation in the kernel (runtime._sleep, recorder.pace_s")
+
+
+def test_an_event_longer_than_the_request_is_ruled_out() -> None:
+    why = forgery(0.5, [generate(0.0, 30.0, paced=PACE)], Measured(0.6, PACE))
+    assert "a generate event took 30.000 s by the kernel's records, in a request of 0.600 s" in why
+
+
+def test_pacing_the_grader_did_not_wait_for_is_ruled_out() -> None:
+    """A no-op sleep patched into the runtime: the events claim pacing the grader's clock never saw."""
+    slept_through = [tokenize(0.0, paced=PACE), generate(0.01, 0.09, paced=PACE), generate(0.11, 0.08)]
+    slept_through[0]["end"] = 0.01
+    why = forgery(0.2, slept_through, Measured(0.25, PACE, 0.2))
+    assert why == f"the records claim {2 * PACE:.3f} s of pacing in a request of 0.250 s by the grader's clock"
+
+
+def test_pacing_other_than_asked_is_ruled_out() -> None:
+    events = [tokenize(0.0, paced=0.001), generate(0.01, 0.09, paced=0.001), generate(0.2, 0.08)]
+    assert forgery(0.3, events, Measured(0.35, PACE, 0.2)) == (
+        f"an event records 0.001 s of pacing, but the grader asked for {PACE:.3f} s"
+    )
+
+
+def test_tokens_generated_without_pacing_show_it_was_switched_off() -> None:
+    """pace_s set to 0 in the kernel: nothing is paced or recorded as paced, yet generate produced tokens."""
+    events = [generate(0.0, 0.08), generate(0.1, 0.08)]
+    assert "produced tokens without the pacing" in forgery(0.2, events, Measured(0.25, PACE, 0.2))
+    # Not paced either when no pacing was asked, or when generate produced nothing (the runtime paces neither).
+    assert forgery(0.2, events, Measured(0.25, 0.0, 0.2)) == ""
+    empty = [generate(0.0, 0.08, output_shape=[1, 5]), generate(0.1, 0.01, error="ValueError: no")]
+    assert forgery(0.2, empty, Measured(0.25, PACE, 0.2)) == ""
+
+
+def test_generate_work_the_kernel_never_did_on_the_cpu_is_ruled_out() -> None:
+    """Forged events that sleep for the time they claim: the grader's clock agrees, /proc does not."""
+    events = [generate(0.0, 0.3 + PACE, paced=PACE), generate(0.6, 0.3)]
+    why = forgery(0.9, events, Measured(0.95, PACE, cpu_s=0.02))
+    assert why.startswith("its generate calls on the CPU claim 0.600 s of work, but the kernel used 0.020 s of CPU")
+    assert forgery(0.9, events, Measured(0.95, PACE, cpu_s=None)) == ""  # /proc not readable here: not judged
+    on_gpu = [generate(0.0, 0.3 + PACE, paced=PACE, device="cuda:0"), generate(0.6, 0.3, device="cuda:0")]
+    assert forgery(0.9, on_gpu, Measured(0.95, PACE, cpu_s=0.02)) == ""  # a GPU's work is not the kernel's CPU time
+
+
+@pytest.mark.parametrize("claim", [CPU_MIN_CLAIM_S * 0.9, 0.05])
+def test_claims_too_small_for_proc_are_left_to_the_other_evidence(claim: float) -> None:
+    assert forgery(0.5, [generate(0.0, claim + PACE, paced=PACE)], Measured(0.55, PACE, cpu_s=0.0)) == ""
+
+
+def test_produced_tokens_reads_shapes_as_the_runtime_paces() -> None:
+    assert produced_tokens({"input_shape": [2, 5], "output_shape": [2, 7]})
+    assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 5]})
+    assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 7], "error": "RuntimeError: x"})
+    assert not produced_tokens({"output_shape": "forged"})

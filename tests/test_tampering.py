@@ -1,0 +1,150 @@
+"""Forging the grader's records from inside the kernel, in a real kernel: every forgery is ruled out by what
+the grader measures itself (its clock, the kernel's CPU time, a fresh integrity probe), and honest calls are
+trusted. The notebooks' cheats (tests/corpus/*/cheat-*) show the same end to end, through `grade`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.authoring import make_notebook
+from grader.execute import KernelSession
+from grader.harness import Harness, literal, model, model_spec, tokenizer
+from grader.zoo import ModelZoo
+
+FIND_RUNTIME = (
+    "import sys, time, torch\n"
+    "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+    "runtime = next(m for name, m in list(sys.modules.items()) if name.startswith('_llm_grader_runtime_'))\n"
+    "R = runtime.RECORDER\n"
+)
+
+HONEST = (
+    "def honest(model, tokenizer, prompt, n):\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    model.generate(**inputs, max_new_tokens=n)\n"
+    "    start = time.perf_counter()\n"
+    "    model.generate(**inputs, max_new_tokens=n)\n"
+    "    return time.perf_counter() - start\n"
+)
+
+# Each forges during the call and puts everything back before returning, as a careful cheat would.
+FORGERIES = {
+    "pacing_off": (
+        "def pacing_off(model, tokenizer, prompt, n):\n"
+        "    pace, R.pace_s = R.pace_s, 0.0\n"
+        "    start = time.perf_counter()\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    model.generate(**inputs, max_new_tokens=n)\n"
+        "    model.generate(**inputs, max_new_tokens=n)\n"
+        "    R.pace_s = pace\n"
+        "    return time.perf_counter() - start\n",
+        "produced tokens without the pacing",
+    ),
+    "pacing_shrunk": (
+        "def pacing_shrunk(model, tokenizer, prompt, n):\n"
+        "    pace, R.pace_s = R.pace_s, 0.001\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    model.generate(**inputs, max_new_tokens=n)\n"
+        "    R.pace_s = pace\n"
+        "    return 0.01\n",
+        "s of pacing, but the grader asked for",
+    ),
+    "sleep_patched": (
+        "def sleep_patched(model, tokenizer, prompt, n):\n"
+        "    sleep, runtime._sleep = runtime._sleep, lambda seconds: None\n"
+        "    try:\n"
+        "        inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "        model.generate(**inputs, max_new_tokens=n)\n"
+        "        model.generate(**inputs, max_new_tokens=n)\n"
+        "    finally:\n"
+        "        runtime._sleep = sleep\n"
+        "    return 0.01\n",
+        "of pacing in a request of",
+    ),
+    "forged_events": (
+        "def forged_events(model, tokenizer, prompt, n):\n"
+        "    ids = tokenizer(prompt)['input_ids']\n"
+        "    now = R.now()\n"
+        "    for k, paced in ((0, R.pace_s), (1, None)):\n"
+        "        event = {'type': 'generate', 'start': now + k, 'end': now + k + 0.6, 'duration_s': 0.6,\n"
+        "                 'input_shape': [1, len(ids)], 'output_shape': [1, len(ids) + n], 'rows': [ids],\n"
+        "                 'new_tokens': [n], 'model_device': 'cpu', 'forward_calls': n}\n"
+        "        if paced: event['paced_s'] = paced\n"
+        "        R.record(event)\n"
+        "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
+        "    return 0.6\n",
+        "its generate calls on the CPU claim",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory, zoo: ModelZoo) -> Iterator[Harness]:
+    workdir = tmp_path_factory.mktemp("tampering")
+    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
+        harness = Harness(session, call_timeout_s=60)
+        assert harness.install().ok
+        cells = [FIND_RUNTIME, HONEST, *(source for source, _ in FORGERIES.values())]
+        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+        yield harness
+
+
+def timed(harness: Harness, function: str) -> object:
+    return harness.call(
+        function,
+        [model(model_spec("gpt2")), tokenizer("gpt2", pad_token="eos"), literal("Once upon a time"), literal(8)],
+        pace_s=0.2,
+    )
+
+
+def test_an_honest_timed_call_is_trusted_with_its_pacing_varied(kernel: Harness) -> None:
+    outcome = timed(kernel, "honest")
+    assert outcome.status == "returned", outcome.message
+    assert 0.16 <= outcome.pace_s <= 0.25 and outcome.pace_s != 0.2
+    paced = [event["paced_s"] for event in outcome.events if "paced_s" in event]
+    assert paced and set(paced) == {outcome.pace_s}
+    assert kernel.tampered == {}
+
+
+@pytest.mark.parametrize("function", sorted(FORGERIES))
+def test_a_forgery_inside_the_call_is_ruled_out(kernel: Harness, function: str) -> None:
+    outcome = timed(kernel, function)
+    assert outcome.status == "tampered"
+    assert FORGERIES[function][1] in outcome.message
+    assert kernel.tampered[function] == outcome.message
+    # Put back before returning: the next honest call is trusted again.
+    assert timed(kernel, "honest").status == "returned"
+
+
+def test_instrumentation_has_no_wrapped_attribute(kernel: Harness) -> None:
+    """`model.generate.__wrapped__` and `inspect.unwrap` do not reach the uninstrumented generate."""
+    kernel.session.request(
+        "import inspect\nfrom transformers.generation.utils import GenerationMixin as _G\n"
+        "assert not hasattr(_G.generate, '__wrapped__') and inspect.unwrap(_G.generate) is _G.generate",
+        channel="-",
+        timeout_s=30,
+    )
+    assert kernel.call("honest", [model(model_spec("gpt2")), tokenizer("gpt2"), literal("Hi"), literal(2)]).ok
+
+
+def test_a_replaced_method_is_named_and_every_later_call_is_ruled_out(tmp_path: Path, zoo: ModelZoo) -> None:
+    """A notebook that swaps the instrumented generate for its own at top level, before any call."""
+    swap = (
+        "from transformers.generation.utils import GenerationMixin\n"
+        "instrumented = GenerationMixin.generate\n"
+        "original = next(c.cell_contents for c in instrumented.__closure__ if callable(c.cell_contents))\n"
+        "GenerationMixin.generate = lambda self, *a, **k: original(self, *a, **k)\n"
+    )
+    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
+        harness = Harness(session, call_timeout_s=60)
+        assert harness.install().ok
+        cells = [FIND_RUNTIME, HONEST, swap]
+        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+        outcome = timed(harness, "honest")
+    assert outcome.status == "tampered"
+    assert "changed the grader's instrumentation" in outcome.message and "GenerationMixin.generate" in outcome.message
