@@ -10,6 +10,10 @@ records are checked against evidence from outside the kernel, which no notebook 
   produced tokens must show it: the runtime paces the first such generate of every call);
 - the CPU time of the kernel's processes, read from /proc (generate calls that claim seconds of work on
   the CPU must have used a share of it: a forged or slept-through event uses none);
+- a timeline of the kernel's main thread's CPU time, sampled by the grader every few milliseconds against
+  the clock the kernel stamps its events with: each generate call on the CPU must have run while it
+  claims to have, each pacing must have been slept while it claims to have been, and no event may lie
+  outside the request;
 - a fingerprint of the runtime read by a fresh probe after every call (grader/kernel/integrity.py),
   compared with the one read before any cell ran.
 
@@ -19,8 +23,9 @@ consistent). A call it speaks against is *tampered*: its checks fail, and the re
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # The two clocks (grader's, kernel's) are both monotonic; this covers rounding and message latency.
@@ -31,6 +36,13 @@ CLOCK_SLACK_S = 0.05
 CPU_SHARE = 0.15
 # Claimed CPU work below this is not judged against /proc: the request's own overhead hides it.
 CPU_MIN_CLAIM_S = 0.25
+# The timeline: a generate's compute interval at least this long is judged; the main thread must have run
+# at least RUN_SHARE of it. A pacing interval must have been slept: the thread ran at most SLEEP_SHARE of it.
+# TIMELINE_SLACK_S covers the samples' spacing at both ends of an interval.
+RUN_MIN_INTERVAL_S = 0.03
+RUN_SHARE = 0.15
+SLEEP_SHARE = 0.5
+TIMELINE_SLACK_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,31 @@ class Measured:
     pace_s: float = 0.0  # the pacing it asked for
     cpu_s: float | None = None  # CPU seconds the kernel's processes used meanwhile (None: not readable here)
     altered: tuple[str, ...] = ()  # entries of the runtime's fingerprint that changed since it was installed
+    # (grader's perf_counter, CPU seconds of the kernel's main thread) samples over the request, and the kernel's
+    # clock origin on that same clock (events are stamped in seconds since it): empty / None where not readable.
+    timeline: Sequence[tuple[float, float]] = field(default_factory=tuple)
+    clock_origin: float | None = None
+
+
+class Timeline:
+    """The main thread's CPU seconds at any time of the grader's clock, interpolated between samples."""
+
+    def __init__(self, samples: Sequence[tuple[float, float]]) -> None:
+        self.samples = sorted(samples)
+        self.times = [moment for moment, _ in self.samples]
+
+    def cpu_between(self, start: float, end: float) -> float:
+        """CPU seconds the thread ran between two times."""
+        return self._cpu_at(end) - self._cpu_at(start)
+
+    def _cpu_at(self, moment: float) -> float:
+        index = bisect.bisect_left(self.times, moment)
+        if index <= 0:
+            return self.samples[0][1]
+        if index >= len(self.times):
+            return self.samples[-1][1]
+        (t0, c0), (t1, c1) = self.samples[index - 1], self.samples[index]
+        return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
 
 
 def _seconds(value: Any) -> float | None:
@@ -72,6 +109,13 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
     paced = [seconds for event in events if (seconds := _seconds(event.get("paced_s"))) is not None and seconds > 0]
     if sum(paced) > ceiling:
         return f"the records claim {sum(paced):.3f} s of pacing in a request of {measured.wall_s:.3f} s by the grader's clock"
+    for event in events:
+        paced_s, start, end = _seconds(event.get("paced_s")), _seconds(event.get("start")), _seconds(event.get("end"))
+        if paced_s and start is not None and end is not None and end - start < paced_s - CLOCK_SLACK_S / 5:
+            return (
+                f"a {event.get('type', 'recorded')} event records {paced_s:.3f} s of pacing but lasted {end - start:.3f} s "
+                "(the pacing was not slept)"
+            )
     if measured.pace_s > 0:
         wrong = next((seconds for seconds in paced if abs(seconds - measured.pace_s) > 1e-6), None)
         if wrong is not None:
@@ -82,6 +126,9 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
         )
         if generates and not _seconds(generates[0].get("paced_s")):
             return "a generate call produced tokens without the pacing the grader asked for (it was switched off)"
+    timeline = _timeline(events, measured)
+    if timeline:
+        return timeline
     if measured.cpu_s is not None:
         claimed = sum(
             max(0.0, (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0))
@@ -93,4 +140,42 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
                 f"its generate calls on the CPU claim {claimed:.3f} s of work, but the kernel used {measured.cpu_s:.3f} s "
                 "of CPU during the whole call (read by the grader from /proc)"
             )
+    return ""
+
+
+def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+    """What the main thread's sampled CPU time rules out of the events' own times ("" when nothing)."""
+    if measured.clock_origin is None or len(measured.timeline) < 2:
+        return ""
+    timeline = Timeline(measured.timeline)
+    first, last = timeline.times[0], timeline.times[-1]
+    for event in events:
+        start, end = _seconds(event.get("start")), _seconds(event.get("end"))
+        if start is None or end is None:
+            continue
+        start, end = measured.clock_origin + start, measured.clock_origin + end
+        if start < first - CLOCK_SLACK_S or end > last + CLOCK_SLACK_S:
+            return f"a {event.get('type', 'recorded')} event is stamped outside the request, by the grader's clock"
+        paced = _seconds(event.get("paced_s")) or 0.0
+        # The runtime sleeps a generate's pacing after it returns, a tokenizer call's before it runs.
+        if event.get("type") == "generate":
+            compute, sleep = (start, end - paced), (end - paced, end)
+        else:
+            compute, sleep = (start + paced, end), (start, start + paced)
+        if paced > 2 * TIMELINE_SLACK_S:
+            ran = timeline.cpu_between(*sleep)
+            if ran > SLEEP_SHARE * paced + TIMELINE_SLACK_S:
+                return (
+                    f"the pacing a {event.get('type')} event records ({paced:.3f} s) was not slept: the kernel's main thread "
+                    f"ran {ran:.3f} s of it (sampled by the grader from /proc)"
+                )
+        length = compute[1] - compute[0]
+        on_cpu = str(event.get("model_device", "cpu")).startswith("cpu")
+        if event.get("type") == "generate" and on_cpu and not event.get("error") and length >= RUN_MIN_INTERVAL_S:
+            ran = timeline.cpu_between(*compute)
+            if ran < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
+                return (
+                    f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's main thread ran "
+                    f"{ran:.3f} s (sampled by the grader from /proc)"
+                )
     return ""

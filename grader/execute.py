@@ -164,6 +164,50 @@ def _cut_traceback(lines: list[str]) -> list[str]:
     return kept
 
 
+class CpuSampler:
+    """Samples one thread's CPU time (``/proc/<pid>/task/<tid>/schedstat``, nanoseconds) against the grader's
+    monotonic clock (``time.perf_counter``, the clock the kernel's runtime stamps its events with), every
+    ``interval_s`` in a thread of the grader, while the ``with`` block runs: evidence from outside the kernel
+    of when its main thread really ran. ``samples`` is empty where the file cannot be read (not Linux).
+    """
+
+    MAX_SAMPLES = 200_000
+
+    def __init__(self, path: Path | None, interval_s: float = 0.004) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            running_ns = int(self.path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return False
+        self.samples.append((time.perf_counter(), running_ns / 1e9))
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s) and len(self.samples) < self.MAX_SAMPLES:
+            if not self._sample():
+                return
+
+    def __enter__(self) -> CpuSampler:
+        if self._sample():
+            self._thread = threading.Thread(target=self._run, name="kernel-cpu-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._sample()
+
+
 class KernelSession:
     """A kernel for one submission, from start to shutdown; use as a context manager.
 
@@ -199,6 +243,7 @@ class KernelSession:
         self.uid: int | None = None
         self.resource_watch: ResourceWatch | None = None
         self.root_pid: int | None = None  # the root of the kernel's process tree, once started
+        self._kernel_pid: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -392,6 +437,26 @@ class KernelSession:
                 times = process.cpu_times()
                 total += times.user + times.system + times.children_user + times.children_system
         return total
+
+    def kernel_pid(self) -> int | None:
+        """The pid of the kernel process itself (whose main thread runs the notebook's code), once known.
+
+        The tree's root is the kernel where it was launched without a sandbox; otherwise the launcher or the
+        forked kernel's watcher, with the kernel as its child. The kernel is the first with threads of its own.
+        """
+        if self._kernel_pid is None and self.root_pid is not None:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(self.root_pid)
+                for process in (root, *root.children()):
+                    if process.num_threads() >= 3:
+                        self._kernel_pid = process.pid
+                        break
+        return self._kernel_pid
+
+    def sample_cpu(self) -> CpuSampler:
+        """A sampler of the kernel's main thread's CPU time against the grader's clock (use as a context manager)."""
+        pid = self.kernel_pid()
+        return CpuSampler(Path(f"/proc/{pid}/task/{pid}/schedstat") if pid is not None else None)
 
     @property
     def stopped_by_watch(self) -> bool:

@@ -188,6 +188,13 @@ class Harness:
         entries = answer.get("fingerprint") if isinstance(answer, dict) else None
         return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else None
 
+    def _clock_origin(self) -> float | None:
+        """The runtime's clock origin (its events are stamped in seconds since), as read before any cell ran."""
+        try:
+            return float((self.baseline or {}).get("recorder.clock_origin", ""))
+        except ValueError:
+            return None
+
     def _altered(self) -> tuple[str, ...]:
         """The fingerprint's entries that changed since the runtime was installed (() without a baseline)."""
         if self.baseline is None:
@@ -296,15 +303,19 @@ class Harness:
         code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(request)!r})"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
         measured = request["op"] in ("call", "generate")
-        cpu_before = self.session.cpu_seconds() if measured else None
-        reply = self.session.request(code, channel=channel, timeout_s=timeout)
+        if not measured:
+            return self._answer(request, self.session.request(code, channel=channel, timeout_s=timeout), timeout)
+        cpu_before = self.session.cpu_seconds()
+        with self.session.sample_cpu() as sampler:
+            reply = self.session.request(code, channel=channel, timeout_s=timeout)
         outcome = self._answer(request, reply, timeout)
-        if not measured or outcome.status not in ("returned", "raised"):
+        if outcome.status not in ("returned", "raised"):
             return outcome
         cpu_after = self.session.cpu_seconds()
         cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
         pace_s = float(request.get("pace_s") or 0.0)
-        why = forgery(outcome.duration_s, outcome.events, Measured(reply.duration_s, pace_s, cpu_s, self._altered()))
+        evidence = Measured(reply.duration_s, pace_s, cpu_s, self._altered(), tuple(sampler.samples), self._clock_origin())
+        why = forgery(outcome.duration_s, outcome.events, evidence)
         outcome = replace(outcome, pace_s=pace_s)
         if not why:
             return outcome

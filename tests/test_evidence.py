@@ -102,3 +102,72 @@ def test_produced_tokens_reads_shapes_as_the_runtime_paces() -> None:
     assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 5]})
     assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 7], "error": "RuntimeError: x"})
     assert not produced_tokens({"output_shape": "forged"})
+
+
+ORIGIN = 1000.0  # the kernel's clock origin on the grader's clock
+
+
+def timeline(*spans: tuple[float, float, float]) -> list[tuple[float, float]]:
+    """Samples every 4 ms over (start, end, share of the CPU the main thread got), in the kernel's seconds."""
+    samples, cpu = [], 0.0
+    for start, end, share in spans:
+        moment = start
+        while moment < end:
+            samples.append((ORIGIN + moment, cpu))
+            cpu += 0.004 * share
+            moment += 0.004
+    return samples
+
+
+def honest_timeline(share: float = 0.9) -> list[tuple[float, float]]:
+    """honest(): the tokenizer sleeps its pacing then runs, the warm-up runs then sleeps, the timed call runs."""
+    return timeline(
+        (-0.01, 0.0, share),
+        (0.0, PACE, 0.0),
+        (PACE, 0.3, share),
+        (0.3, 0.38, share),
+        (0.38, 0.38 + PACE, 0.0),
+        (0.38 + PACE, 0.81, share),
+    )
+
+
+def test_an_honest_timeline_is_trusted_idle_and_loaded() -> None:
+    for share in (0.9, 0.3):
+        measured = Measured(1.0, PACE, 0.3, timeline=honest_timeline(share), clock_origin=ORIGIN)
+        assert forgery(0.8, honest(), measured) == ""
+
+
+def test_generate_work_while_the_main_thread_slept_is_ruled_out() -> None:
+    """Events stamped over a time.sleep: the grader's clock agrees, the thread's CPU time does not."""
+    events = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
+    measured = Measured(
+        1.3,
+        PACE,
+        0.6,
+        timeline=timeline((-0.01, 0.0, 0.9), (0.0, PACE, 0.0), (PACE, 0.3, 0.9), (0.3, 1.25, 0.0)),
+        clock_origin=ORIGIN,
+    )
+    why = forgery(1.2, events, measured)
+    assert why.startswith("a generate call claims 0.300 s of work on the CPU, during which the kernel's main thread ran 0.000 s")
+
+
+def test_pacing_the_main_thread_did_not_sleep_through_is_ruled_out() -> None:
+    """Stamps moved so each event lasts its pacing, but the thread was computing all along."""
+    measured = Measured(1.0, PACE, 0.8, timeline=timeline((-0.01, 0.85, 0.9)), clock_origin=ORIGIN)
+    assert forgery(0.8, honest(), measured).startswith(
+        f"the pacing a tokenize event records ({PACE:.3f} s) was not slept: the kernel's main thread ran"
+    )
+
+
+def test_an_event_stamped_outside_the_request_is_ruled_out() -> None:
+    events = [*honest(), generate(50.0, 0.08)]
+    measured = Measured(1.0, PACE, 0.3, timeline=honest_timeline(), clock_origin=ORIGIN)
+    assert forgery(0.8, events, measured) == "a generate event is stamped outside the request, by the grader's clock"
+
+
+def test_pacing_an_event_did_not_last_is_ruled_out() -> None:
+    events = [tokenize(0.0), generate(0.3, 0.09, paced=PACE), generate(0.5, 0.08)]
+    events[0]["end"] = 0.002
+    assert forgery(0.7, events, Measured(1.0, PACE, 0.3)) == (
+        f"a tokenize event records {PACE:.3f} s of pacing but lasted 0.002 s (the pacing was not slept)"
+    )

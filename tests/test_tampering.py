@@ -64,7 +64,7 @@ FORGERIES = {
         "    finally:\n"
         "        runtime._sleep = sleep\n"
         "    return 0.01\n",
-        "of pacing in a request of",
+        "(the pacing was not slept)",
     ),
     "forged_events": (
         "def forged_events(model, tokenizer, prompt, n):\n"
@@ -78,7 +78,7 @@ FORGERIES = {
         "        R.record(event)\n"
         "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
         "    return 0.6\n",
-        "its generate calls on the CPU claim",
+        "during which the kernel's main thread ran",
     ),
 }
 
