@@ -24,6 +24,7 @@ consistent). A call it speaks against is *tampered*: its checks fail, and the re
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,35 @@ def produced_tokens(event: dict[str, Any]) -> bool:
     return isinstance(output[-1], int) and isinstance(prompt, int) and output[-1] > prompt
 
 
+def generated_anything(event: dict[str, Any]) -> bool:
+    """Whether a recorded generate call returned and produced at least one new token (what a check counts)."""
+    if event.get("error"):
+        return False
+    counts = event.get("new_tokens")
+    if isinstance(counts, list) and counts:
+        return any(isinstance(count, int) and count > 0 for count in counts)
+    return produced_tokens(event)
+
+
+def _overlapping(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Two generate or tokenizer events that overlap in time: the runtime records only the outermost of each,
+    one after another on the thread that runs the call, so only a forged stamp overlaps another."""
+    stamped = sorted(
+        (
+            (start, end, event)
+            for event in events
+            if event.get("type") in ("generate", "tokenize")
+            and (start := _seconds(event.get("start"))) is not None
+            and (end := _seconds(event.get("end"))) is not None
+        ),
+        key=lambda item: item[0],
+    )
+    for (_, end, earlier), (start, _, later) in itertools.pairwise(stamped):
+        if start < end - 0.001:
+            return earlier, later
+    return None
+
+
 def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
     """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
     if measured.altered:
@@ -121,11 +151,19 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
         if wrong is not None:
             return f"an event records {wrong:.3f} s of pacing, but the grader asked for {measured.pace_s:.3f} s"
         generates = sorted(
-            (event for event in events if event.get("type") == "generate" and produced_tokens(event)),
+            (
+                event
+                for event in events
+                if event.get("type") == "generate" and (produced_tokens(event) or generated_anything(event))
+            ),
             key=lambda event: _seconds(event.get("start")) or 0.0,
         )
         if generates and not _seconds(generates[0].get("paced_s")):
             return "a generate call produced tokens without the pacing the grader asked for (it was switched off)"
+    overlap = _overlapping(events)
+    if overlap is not None:
+        earlier, later = overlap
+        return f"a {later.get('type')} event is stamped inside a {earlier.get('type')} event (the runtime records them one after another)"
     timeline = _timeline(events, measured)
     if timeline:
         return timeline

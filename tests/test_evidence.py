@@ -171,3 +171,19 @@ def test_pacing_an_event_did_not_last_is_ruled_out() -> None:
     assert forgery(0.7, events, Measured(1.0, PACE, 0.3)) == (
         f"a tokenize event records {PACE:.3f} s of pacing but lasted 0.002 s (the pacing was not slept)"
     )
+
+
+def test_a_forged_warm_up_the_runtime_would_have_paced_is_ruled_out() -> None:
+    """A warm-up event pushed into the recorder with token counts only (no shapes), then an honest timed call."""
+    forged = {"type": "generate", "start": 0.0, "end": 0.02, "duration_s": 0.02, "new_tokens": [4], "model_device": "cpu"}
+    events = [forged, tokenize(0.05), generate(0.3, 0.08 + PACE, paced=PACE)]
+    assert "produced tokens without the pacing" in forgery(0.7, events, Measured(1.0, PACE, 0.3))
+
+
+def test_an_event_stamped_inside_another_is_ruled_out() -> None:
+    """A forged warm-up laid over the tokenizer's real pacing, so the thread really slept while it claims to."""
+    forged = generate(0.0, PACE + 0.001, paced=PACE)
+    events = [forged, tokenize(0.0), generate(0.4, 0.08)]
+    assert forgery(0.6, events, Measured(1.0, PACE, 0.3)) == (
+        "a tokenize event is stamped inside a generate event (the runtime records them one after another)"
+    )

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
+from grader.evidence import generated_anything
 from grader.harness import CallOutcome, literal, model, model_spec
 from grader.values import kind_of
 
@@ -181,17 +182,6 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
             found=verdict.found,
         )
     return verdict
-
-
-def generated_anything(event: dict[str, Any]) -> bool:
-    """Whether a recorded generate call returned and produced at least one new token."""
-    if event.get("error"):
-        return False
-    counts = event.get("new_tokens")
-    if isinstance(counts, list) and counts:
-        return any(isinstance(count, int) and count > 0 for count in counts)
-    output, inputs = event.get("output_shape") or [], event.get("input_shape") or []
-    return bool(output) and bool(inputs) and output[-1] > inputs[-1]
 
 
 def warmup_before(events: list[dict[str, Any]], timed: dict[str, Any]) -> dict[str, Any] | None:
