@@ -14,6 +14,9 @@ records are checked against evidence from outside the kernel, which no notebook 
   the clock the kernel stamps its events with: each generate call on the CPU must have run while it
   claims to have, each pacing must have been slept while it claims to have been, and no event may lie
   outside the request;
+- the price of a generated token on the model the grader passed, measured in the grader's own process
+  (CPU time per new token of a greedy generate at batch size 1, the cheapest case): no generate call can
+  produce its tokens in much less time by the clock, nor the kernel in much less CPU time;
 - a fingerprint of the runtime read by a fresh probe after every call (grader/kernel/integrity.py),
   compared with the one read before any cell ran.
 
@@ -39,11 +42,16 @@ CPU_SHARE = 0.15
 CPU_MIN_CLAIM_S = 0.25
 # The timeline: a generate's compute interval at least this long is judged; the main thread must have run
 # at least RUN_SHARE of it. A pacing interval must have been slept: the thread ran at most SLEEP_SHARE of it.
-# TIMELINE_SLACK_S covers the samples' spacing at both ends of an interval.
+# TIMELINE_SLACK_S covers the samples' spacing at both ends of an interval. Measured (benchmarks/evidence.py):
+# an honest generate's main thread ran 0.44 of its work's time at least on this 2-CPU machine with other work,
+# 0.19 with a busy loop on each CPU as well (a forgery over a sleep: 0.00); an honest pacing, 0.02 at most.
 RUN_MIN_INTERVAL_S = 0.03
-RUN_SHARE = 0.15
+RUN_SHARE = 0.05
 SLEEP_SHARE = 0.5
 TIMELINE_SLACK_S = 0.01
+# A generate's tokens cost at least PRICE_SHARE of the grader's price per token (a batch of one, the shortest
+# prompt, one thread): by the clock for each call, and in the kernel's CPU time for the whole request.
+PRICE_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class Measured:
     # clock origin on that same clock (events are stamped in seconds since it): empty / None where not readable.
     timeline: Sequence[tuple[float, float]] = field(default_factory=tuple)
     clock_origin: float | None = None
+    token_price_s: float | None = None  # CPU seconds per generated token of the model passed (None: no price)
 
 
 class Timeline:
@@ -79,6 +88,10 @@ class Timeline:
             return self.samples[-1][1]
         (t0, c0), (t1, c1) = self.samples[index - 1], self.samples[index]
         return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _seconds(value: Any) -> float | None:
@@ -128,6 +141,30 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
     if measured.altered:
         shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
         return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
+    bypass = next((event for event in events if event.get("type") == "bypass"), None)
+    if bypass is not None:
+        return (
+            f"a generation loop (GenerationMixin.{bypass.get('method')}) ran outside the grader's instrumented generate: "
+            "generate was called around the instrumentation"
+        )
+    unlooped = next(
+        (
+            event
+            for event in events
+            if event.get("type") == "generate" and generated_anything(event) and not _count(event.get("decoding_loops"))
+        ),
+        None,
+    )
+    if unlooped is not None:
+        return (
+            "a generate event records new tokens, but no decoding loop ran inside it: the instrumented generate did not record it"
+        )
+    replaced = next(
+        (event for event in events if event.get("type") == "generate" and event.get("instrumentation_replaced")), None
+    )
+    if replaced is not None:
+        names = ", ".join(map(str, replaced["instrumentation_replaced"]))
+        return f"a generate call ran while the grader's instrumentation was replaced ({names})"
     ceiling = measured.wall_s + CLOCK_SLACK_S
     claims = [("the call", duration_s)] + [
         (f"a {event.get('type', 'recorded')} event", event.get("duration_s")) for event in events
@@ -167,6 +204,9 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
     timeline = _timeline(events, measured)
     if timeline:
         return timeline
+    priced = _priced(events, measured)
+    if priced:
+        return priced
     if measured.cpu_s is not None:
         claimed = sum(
             max(0.0, (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0))
@@ -216,4 +256,41 @@ def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
                     f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's main thread ran "
                     f"{ran:.3f} s (sampled by the grader from /proc)"
                 )
+    return ""
+
+
+def _steps(event: dict[str, Any]) -> int:
+    """The new tokens a generate call produced for its longest row (what its loop had to run)."""
+    counts = event.get("new_tokens")
+    if isinstance(counts, list) and counts and all(isinstance(count, int) and not isinstance(count, bool) for count in counts):
+        return max(counts)
+    if produced_tokens(event):
+        return int(event["output_shape"][-1]) - int((event.get("input_shape") or [0])[-1])
+    return 0
+
+
+def _priced(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+    """What the price of a token on this machine rules out: tokens made faster than the model can make them."""
+    price = measured.token_price_s
+    if not price:
+        return ""
+    total = 0
+    for event in events:
+        if event.get("type") != "generate" or event.get("error") or not str(event.get("model_device", "cpu")).startswith("cpu"):
+            continue
+        if not str(event.get("model_type", "transformers.")).startswith("transformers."):
+            continue  # priced on PyTorch models only: an ONNX Runtime model's tokens may cost less
+        steps = _steps(event)
+        total += steps
+        work = (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0)
+        if steps >= 2 and work < PRICE_SHARE * steps * price:
+            return (
+                f"a generate call claims {steps} new tokens in {work * 1000:.1f} ms, but this model needs "
+                f"{steps * price * 1000:.1f} ms of CPU for them on this machine (measured by the grader)"
+            )
+    if measured.cpu_s is not None and total >= 2 and measured.cpu_s < PRICE_SHARE * total * price - 0.002:
+        return (
+            f"its generate calls claim {total} new tokens, {total * price * 1000:.1f} ms of CPU for this model on this "
+            f"machine, but the kernel used {measured.cpu_s * 1000:.1f} ms of CPU during the whole call (read from /proc)"
+        )
     return ""

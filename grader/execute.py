@@ -423,20 +423,23 @@ class KernelSession:
         """CPU seconds the kernel's process tree has used so far, read by the grader from /proc (None when unknown).
 
         Evidence from outside the kernel: what a notebook does to its own clocks and records cannot change it.
+        Each live thread's ``schedstat`` (nanoseconds), summed; a thread that ended no longer counts, so two
+        readings bound from below what ran between them.
         """
         if self.root_pid is None:
             return None
         try:
             root = psutil.Process(self.root_pid)
-            processes = [root, *root.children(recursive=True)]
+            pids = [root.pid, *(child.pid for child in root.children(recursive=True))]
         except psutil.Error:
             return None
-        total = 0.0
-        for process in processes:
-            with contextlib.suppress(psutil.Error):
-                times = process.cpu_times()
-                total += times.user + times.system + times.children_user + times.children_system
-        return total
+        total_ns = 0
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                        total_ns += int(stat.read().split()[0])
+        return total_ns / 1e9
 
     def kernel_pid(self) -> int | None:
         """The pid of the kernel process itself (whose main thread runs the notebook's code), once known.

@@ -173,7 +173,12 @@ class Grader:
         try:
             populate_workdir(workdir, path, assignment.given_files(), owner=session.owner)
             with session:
-                harness = Harness(session, call_timeout_s=limits.call_timeout_s)
+                harness = Harness(
+                    session,
+                    call_timeout_s=limits.call_timeout_s,
+                    token_price=self.models.token_price,
+                    lowest_token_price=self.models.lowest_token_price,
+                )
                 installed = harness.install()
                 kernel_problem = None
                 if not installed.ok:

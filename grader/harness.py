@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -145,9 +146,19 @@ def handle(name: str) -> dict[str, Any]:
 class Harness:
     """Requests into one kernel session through the grader's runtime."""
 
-    def __init__(self, session: KernelSession, call_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        session: KernelSession,
+        call_timeout_s: float = 60.0,
+        token_price: Callable[[str], float | None] | None = None,
+        lowest_token_price: Callable[[], float | None] | None = None,
+    ) -> None:
         self.session = session
         self.call_timeout_s = call_timeout_s
+        # CPU seconds per generated token of a model (by hub id), and the lowest of any model the kernel may load,
+        # measured in the grader's process (see evidence.py).
+        self.token_price = token_price
+        self.lowest_token_price = lowest_token_price
         self.module_name = f"_llm_grader_runtime_{secrets.token_hex(8)}"
         self.environment: dict[str, Any] = {}
         # The runtime's fingerprint read before any cell ran (None until installed, or where no probe answered).
@@ -187,6 +198,16 @@ class Harness:
             return None
         entries = answer.get("fingerprint") if isinstance(answer, dict) else None
         return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else None
+
+    def _price(self, request: dict[str, Any]) -> float | None:
+        """The lowest price per generated token among the models a call passes; for a call that passes none (the
+        notebook loads its own), the lowest of any model it could load. None where there is no price."""
+        recipes = [*request.get("args", []), *dict(request.get("kwargs") or {}).values()]
+        hub_ids = {str(recipe["$model"]["hub_id"]) for recipe in recipes if isinstance(recipe, dict) and "$model" in recipe}
+        if not hub_ids:
+            return self.lowest_token_price() if self.lowest_token_price is not None else None
+        prices = [price for hub_id in sorted(hub_ids) if self.token_price is not None and (price := self.token_price(hub_id))]
+        return min(prices) if prices else None
 
     def _clock_origin(self) -> float | None:
         """The runtime's clock origin (its events are stamped in seconds since), as read before any cell ran."""
@@ -314,7 +335,15 @@ class Harness:
         cpu_after = self.session.cpu_seconds()
         cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
         pace_s = float(request.get("pace_s") or 0.0)
-        evidence = Measured(reply.duration_s, pace_s, cpu_s, self._altered(), tuple(sampler.samples), self._clock_origin())
+        evidence = Measured(
+            reply.duration_s,
+            pace_s,
+            cpu_s,
+            self._altered(),
+            tuple(sampler.samples),
+            self._clock_origin(),
+            self._price(request),
+        )
         why = forgery(outcome.duration_s, outcome.events, evidence)
         outcome = replace(outcome, pace_s=pace_s)
         if not why:

@@ -68,3 +68,46 @@ class ReferenceModels:
                 self._cache[key] = AutoTokenizer.from_pretrained(self.source(hub_id))
             self._keys[id(self._cache[key])] = key
         return self._cache[key]
+
+    def lowest_token_price(self) -> float | None:
+        """The lowest price per token among the zoo's models (what any tiny model's generate costs at least);
+        None with real models, whose set the grader does not know."""
+        if self.zoo is None:
+            return None
+        from grader.zoo import TINY_MODELS
+
+        prices = [price for spec in TINY_MODELS if (price := self.token_price(spec.name))]
+        return min(prices) if prices else None
+
+    def token_price(self, hub_id: str, tokens: int = 16) -> float | None:
+        """CPU seconds per generated token of ``hub_id`` on this machine's CPU, in this process (cached; None if it
+        cannot be measured): a greedy generate of ``tokens`` tokens at batch size one from a short prompt, timed by
+        this thread's CPU clock, so a busy machine does not change it. The cheapest generate there is; what a
+        kernel's generate claims is checked against it (grader/evidence.py)."""
+        key = f"price:{hub_id}"
+        if key not in self._cache:
+            import time
+
+            import torch
+
+            try:
+                model = self.model({"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": "cpu"})
+                inputs = self.tokenizer(hub_id)("Once upon a time", return_tensors="pt")
+                settings = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0}
+                threads = torch.get_num_threads()
+                # One thread: with more, the measuring thread can spin at OpenMP's barriers on a busy machine, and
+                # its CPU time then overstates the price many times over.
+                torch.set_num_threads(1)
+                with quiet_libraries(), torch.no_grad():
+                    model.generate(**inputs, **{**settings, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+                    costs = []
+                    for _ in range(3):  # the least of three: a preempted or throttled run only ever costs more
+                        started = time.thread_time()
+                        model.generate(**inputs, **settings)
+                        costs.append((time.thread_time() - started) / tokens)
+                    self._cache[key] = min(costs)
+                torch.set_num_threads(threads)
+            except Exception:  # a model that cannot generate here: no price, the other evidence still holds
+                self._cache[key] = None
+        price: float | None = self._cache[key]
+        return price

@@ -24,6 +24,7 @@ def generate(start: float, duration: float, paced: float | None = None, device: 
         "input_shape": [1, 5],
         "output_shape": [1, 29],
         "model_device": device,
+        "decoding_loops": 1,  # the instrumented generate counts the decoding loop that ran inside it
         **fields,
     }
     if paced is not None:
@@ -175,7 +176,15 @@ def test_pacing_an_event_did_not_last_is_ruled_out() -> None:
 
 def test_a_forged_warm_up_the_runtime_would_have_paced_is_ruled_out() -> None:
     """A warm-up event pushed into the recorder with token counts only (no shapes), then an honest timed call."""
-    forged = {"type": "generate", "start": 0.0, "end": 0.02, "duration_s": 0.02, "new_tokens": [4], "model_device": "cpu"}
+    forged = {
+        "type": "generate",
+        "start": 0.0,
+        "end": 0.02,
+        "duration_s": 0.02,
+        "new_tokens": [4],
+        "model_device": "cpu",
+        "decoding_loops": 1,
+    }
     events = [forged, tokenize(0.05), generate(0.3, 0.08 + PACE, paced=PACE)]
     assert "produced tokens without the pacing" in forgery(0.7, events, Measured(1.0, PACE, 0.3))
 
@@ -186,4 +195,58 @@ def test_an_event_stamped_inside_another_is_ruled_out() -> None:
     events = [forged, tokenize(0.0), generate(0.4, 0.08)]
     assert forgery(0.6, events, Measured(1.0, PACE, 0.3)) == (
         "a tokenize event is stamped inside a generate event (the runtime records them one after another)"
+    )
+
+
+PRICE = 0.0015  # CPU seconds per token of the model passed, as the grader measured it
+
+
+def test_tokens_made_faster_than_the_model_can_make_them_are_ruled_out() -> None:
+    """A forged timed call of 24 tokens in 8 ms (under the clock's slack), with the pacing really slept."""
+    events = [tokenize(0.0), generate(0.3, 0.004 + PACE, paced=PACE, new_tokens=[4]), generate(0.6, 0.008, new_tokens=[24])]
+    assert forgery(0.7, events, Measured(0.75, PACE, 0.2, token_price_s=PRICE)) == (
+        "a generate call claims 24 new tokens in 8.0 ms, but this model needs 36.0 ms of CPU for them on this machine "
+        "(measured by the grader)"
+    )
+    # Honest: each call at least as long as its tokens' price, and the kernel's CPU covers them.
+    honest_calls = [tokenize(0.0), generate(0.3, 0.007 + PACE, paced=PACE, new_tokens=[4]), generate(0.6, 0.04, new_tokens=[24])]
+    assert forgery(0.7, honest_calls, Measured(0.75, PACE, 0.05, token_price_s=PRICE)) == ""
+
+
+def test_tokens_the_kernel_never_spent_cpu_on_are_ruled_out() -> None:
+    """Plausible durations, slept through: the kernel's CPU over the call is far below what the tokens cost."""
+    events = [tokenize(0.0), generate(0.3, 0.01 + PACE, paced=PACE, new_tokens=[4]), generate(0.6, 0.04, new_tokens=[24])]
+    why = forgery(0.7, events, Measured(0.75, PACE, 0.004, token_price_s=PRICE))
+    assert why == (
+        "its generate calls claim 28 new tokens, 42.0 ms of CPU for this model on this machine, but the kernel used "
+        "4.0 ms of CPU during the whole call (read from /proc)"
+    )
+    assert forgery(0.7, events, Measured(0.75, PACE, 0.004)) == ""  # no price (no model passed): not judged
+
+
+def test_a_generate_called_around_the_instrumentation_is_ruled_out() -> None:
+    """The original generate taken from the wrapper's closure: its decoding loop still reports itself."""
+    events = [{"type": "bypass", "method": "_sample", "time": 0.1}, *honest()]
+    assert forgery(0.8, events, Measured(1.0, PACE, 0.3)) == (
+        "a generation loop (GenerationMixin._sample) ran outside the grader's instrumented generate: generate was "
+        "called around the instrumentation"
+    )
+
+
+def test_a_generate_run_while_a_wrapper_was_swapped_out_is_ruled_out() -> None:
+    """The tokenizer's original methods put back for the call (and restored before the probe could see)."""
+    events = honest()
+    events[2]["instrumentation_replaced"] = ["PreTrainedTokenizerBase.__call__"]
+    assert forgery(0.8, events, Measured(1.0, PACE, 0.3)) == (
+        "a generate call ran while the grader's instrumentation was replaced (PreTrainedTokenizerBase.__call__)"
+    )
+
+
+def test_a_generate_event_no_decoding_loop_ran_in_is_ruled_out() -> None:
+    """A forged event, pacing and all, pushed into the recorder: the instrumented generate never counted a loop in it."""
+    forged = generate(0.3, 0.02 + PACE, paced=PACE)
+    del forged["decoding_loops"]
+    events = [tokenize(0.0), forged, generate(0.6, 0.08)]
+    assert forgery(0.7, events, Measured(1.0, PACE, 0.3)) == (
+        "a generate event records new tokens, but no decoding loop ran inside it: the instrumented generate did not record it"
     )

@@ -43,7 +43,7 @@ FORGERIES = {
         "    model.generate(**inputs, max_new_tokens=n)\n"
         "    R.pace_s = pace\n"
         "    return time.perf_counter() - start\n",
-        "produced tokens without the pacing",
+        ("produced tokens without the pacing",),
     ),
     "pacing_shrunk": (
         "def pacing_shrunk(model, tokenizer, prompt, n):\n"
@@ -52,7 +52,7 @@ FORGERIES = {
         "    model.generate(**inputs, max_new_tokens=n)\n"
         "    R.pace_s = pace\n"
         "    return 0.01\n",
-        "s of pacing, but the grader asked for",
+        ("s of pacing, but the grader asked for",),
     ),
     "sleep_patched": (
         "def sleep_patched(model, tokenizer, prompt, n):\n"
@@ -64,7 +64,7 @@ FORGERIES = {
         "    finally:\n"
         "        runtime._sleep = sleep\n"
         "    return 0.01\n",
-        "(the pacing was not slept)",
+        ("(the pacing was not slept)", "of pacing in a request of"),  # whichever the clock rules out first
     ),
     "forged_events": (
         "def forged_events(model, tokenizer, prompt, n):\n"
@@ -78,7 +78,18 @@ FORGERIES = {
         "        R.record(event)\n"
         "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
         "    return 0.6\n",
-        "during which the kernel's main thread ran",
+        ("no decoding loop ran inside it", "during which the kernel's main thread ran", "of CPU during the whole call"),
+    ),
+    "unwrapped": (
+        "def unwrapped(model, tokenizer, prompt, n):\n"
+        "    wrapper = type(model).generate\n"
+        "    original = next(c.cell_contents for c in wrapper.__closure__ if callable(c.cell_contents))\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    start = time.perf_counter()\n"
+        "    original(model, **inputs, max_new_tokens=n)  # a warm-up inside the timer, unrecorded and unpaced\n"
+        "    model.generate(**inputs, max_new_tokens=n)\n"
+        "    return time.perf_counter() - start\n",
+        ("ran outside the grader's instrumented generate",),
     ),
 }
 
@@ -115,7 +126,7 @@ def test_an_honest_timed_call_is_trusted_with_its_pacing_varied(kernel: Harness)
 def test_a_forgery_inside_the_call_is_ruled_out(kernel: Harness, function: str) -> None:
     outcome = timed(kernel, function)
     assert outcome.status == "tampered"
-    assert FORGERIES[function][1] in outcome.message
+    assert any(fragment in outcome.message for fragment in FORGERIES[function][1]), outcome.message
     assert kernel.tampered[function] == outcome.message
     # Put back before returning: the next honest call is trusted again.
     assert timed(kernel, "honest").status == "returned"

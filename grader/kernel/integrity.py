@@ -74,7 +74,7 @@ def fingerprint() -> dict[str, str]:
                     entries[f"runtime.{name}.{attribute}"] = _digest(getattr(member, "__func__", member))
     for name in ("_sleep", "_perf_counter", "_dumps"):
         entries[f"runtime.{name}"] = _digest(getattr(module, name, None))
-    for owner, attribute in list(getattr(module, "INSTRUMENTED", [])):
+    for owner, attribute, *_ in list(getattr(module, "INSTRUMENTED", [])):
         where = f"{getattr(owner, '__module__', '')}.{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}"
         entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = _digest(vars(owner).get(attribute))
     recorder = getattr(module, "RECORDER", None)

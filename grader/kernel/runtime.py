@@ -764,6 +764,9 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             **_effective_settings(self, kwargs),
             "new_tokens_limit": _new_tokens_limit(self, kwargs, inputs),
         }
+        replaced = _replaced_now()
+        if replaced:
+            event["instrumentation_replaced"] = replaced[:8]
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
         RECORDER.current_generate = event
@@ -1148,15 +1151,43 @@ def _watch_figures() -> Iterator[None]:
 
 
 INSTALLED: dict[str, Any] = {}
-# Every attribute the runtime replaced, as (owner, name): the grader's integrity probe (integrity.py)
-# reads each one after every call and compares it with what it read right after installing.
-INSTRUMENTED: list[tuple[Any, str]] = []
+# Every attribute the runtime replaced, as (owner, name, wrapper): the grader's integrity probe (integrity.py)
+# reads each one after every call and compares it with what it read right after installing, and every
+# generate checks they are all still in place while it runs.
+INSTRUMENTED: list[tuple[Any, str, Callable[..., Any]]] = []
+# The decoding loops generate runs (GenerationMixin's, by name): run outside the instrumented generate, they
+# show a generate called around the instrumentation (through the original the wrapper holds).
+DECODING_LOOPS = ("_sample", "_beam_search", "_assisted_decoding")
 
 
 def _replace(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
     """Put an instrumented ``wrapper`` in place of ``owner.name``, and remember where."""
     setattr(owner, name, wrapper)
-    INSTRUMENTED.append((owner, name))
+    INSTRUMENTED.append((owner, name, wrapper))
+
+
+def _replaced_now() -> list[str]:
+    """The instrumented attributes that something else holds at this moment (empty while all are in place)."""
+    return [
+        f"{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}.{name}"
+        for owner, name, wrapper in INSTRUMENTED
+        if vars(owner).get(name) is not wrapper
+    ]
+
+
+def _instrumented_loop(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a decoding loop of generate: count it on the generate event it runs in (every generate that makes tokens
+    runs one), or record a ``bypass`` when it runs outside the instrumented generate."""
+
+    @_wraps(original)
+    def loop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not RECORDER.generate_depth:
+            RECORDER.record({"type": "bypass", "method": getattr(original, "__name__", "?"), "time": RECORDER.now()})
+        elif RECORDER.current_generate is not None:
+            RECORDER.current_generate["decoding_loops"] = RECORDER.current_generate.get("decoding_loops", 0) + 1
+        return original(self, *args, **kwargs)
+
+    return loop
 
 
 def _publisher() -> Callable[..., Any]:
@@ -1176,6 +1207,9 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     INSTALLED["settings"] = settings
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
+    for name in DECODING_LOOPS:
+        if name in vars(GenerationMixin):
+            _replace(GenerationMixin, name, _instrumented_loop(vars(GenerationMixin)[name]))
     _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))
     _replace(transformers.PreTrainedModel, "__call__", _instrumenting_forward(torch.nn.Module.__call__))
     _replace(transformers.PreTrainedModel, "post_init", _instrumenting_forward(transformers.PreTrainedModel.post_init))
