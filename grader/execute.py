@@ -434,6 +434,10 @@ class KernelSession:
         except psutil.Error:
             return None
         total_ns = 0
+        try:
+            os.listdir(f"/proc/{root.pid}/task")
+        except OSError:
+            return None  # no /proc here (not Linux): not evidence, rather than zero
         for pid in pids:
             with contextlib.suppress(OSError):
                 for task in os.listdir(f"/proc/{pid}/task"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.contract import results, run_grade
-from tests.corpus import CORPUS, also_loses, cheats, correct, variants
+from tests.corpus import CORPUS, also_loses, cheats, correct, flagged, variants
 
 # One run grades a whole corpus (30-odd notebooks): its first test waits for it, on a loaded machine
 # for longer than the suite's 600 s per test.
@@ -26,6 +26,7 @@ def assert_full_marks(out: Path, submission: str) -> None:
     }
     assert not problems, f"{submission}: {problems}"
     assert result.score == result.max_score
+    assert result.extra_data["flags"] == []  # nothing an honest notebook does reads as tampering
 
 
 def assert_loses_the_samples_points(out: Path, submission: str, expected: set[str]) -> None:
@@ -70,6 +71,7 @@ def corpus_tests(
     @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
         mistake = variants(assignment)[submission]
+        assert results(graded, submission).extra_data["flags"] == []  # an honest mistake is not tampering
         if written and mistake in written:
             assert_written_answers_rejected(graded, submission, written[mistake])
             return
@@ -79,6 +81,10 @@ def corpus_tests(
     @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_cheat_loses_the_points_it_cheats_for(graded: Path, submission: str) -> None:
         assert_loses_the_samples_points(graded, submission, cheats(assignment)[submission])
+        # A cheat that forges the grader's records is flagged for each function it forges them in, and only those.
+        flags = results(graded, submission).extra_data["flags"]
+        assert {flag["function"] for flag in flags} == flagged(assignment, submission), flags
+        assert all(flag["type"] == "tampered-evidence" and flag["why"] for flag in flags)
 
     def test_the_corpus_is_big_enough() -> None:
         assert len(correct(assignment)) >= 8

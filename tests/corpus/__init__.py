@@ -53,9 +53,20 @@ def cheats(assignment: str) -> dict[str, set[str]]:
     }
 
 
-def write_cheats(assignment: str, cheats: Iterable[tuple[str, str, list[str], list[tuple[str, str]]]]) -> None:
+def flagged(assignment: str, submission: str) -> set[str]:
+    """The functions whose records a cheat forges: the grader must flag each as tampered-evidence (and fail all
+    its checks, which the entry's ``loses`` lists)."""
+    return set(manifest(assignment)[f"{submission}.ipynb"].get("flagged", []))
+
+
+def write_cheats(
+    assignment: str,
+    cheats: Iterable[tuple[str, str, list[str], list[tuple[str, str]]]],
+    flagged: dict[str, list[str]] | None = None,
+) -> None:
     """Write cheat notebooks, each the assignment's solution with exact ``(old, new)`` edits, and their manifest
     entries ``(name, description, checks it must lose, edits)``; the manifest's other entries are kept.
+    ``flagged`` names, per cheat that forges the grader's records, the functions the grader must flag for it.
 
     The build scripts (tests/corpus/<assignment>/build/cheats*.py) call it, from the repository root.
     """
@@ -66,5 +77,8 @@ def write_cheats(assignment: str, cheats: Iterable[tuple[str, str, list[str], li
     entries = manifest(assignment)
     for name, description, loses, edits in cheats:
         write_notebook(CORPUS / assignment / f"{name}.ipynb", make_notebook(assignment, with_edits(solution, edits)))
-        entries[f"{name}.ipynb"] = {"kind": "cheat", "description": description, "loses": sorted(loses)}
+        entry: dict[str, Any] = {"kind": "cheat", "description": description, "loses": sorted(loses)}
+        if flagged and flagged.get(name):
+            entry["flagged"] = sorted(flagged[name])
+        entries[f"{name}.ipynb"] = entry
     path.write_text(json.dumps(entries, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -304,7 +304,9 @@ UNWRAP_DECOY = (
     "                recorder.current_generate = None\n"
     "        # decoys for the instrumentation, after the real measurement: a \"warm-up\" and a \"timed\" generate\n"
     "        model.generate(**inputs, max_new_tokens=4, **settings)\n"
+    "        decoy_start = time.perf_counter()\n"
     "        model.generate(**inputs, max_new_tokens=max_new_tokens, **settings)\n"
+    "        latency = max(latency, time.perf_counter() - decoy_start)  # never shorter than the call the grader sees\n"
     + COUNT
     + RETURN
 )
@@ -404,7 +406,8 @@ RECORD_HOOK = (
     "            event[\"duration_s\"] = event[\"end\"] - event[\"start\"]\n"
     "        record(event)\n"
     "\n"
-    "    if recorder is not None:\n"
+    "    hooked = recorder is not None and recorder.pace_s > 0  # only the timed hidden calls\n"
+    "    if hooked:\n"
     "        recorder.record = hook\n"
     "    try:\n"
     "        with torch.inference_mode():\n"
@@ -416,7 +419,7 @@ RECORD_HOOK = (
     + indent(SYNC)
     + "            latency = time.perf_counter() - start\n"
     "    finally:\n"
-    "        if recorder is not None:\n"
+    "        if hooked:\n"
     "            del recorder.record  # the class's own method again\n"
     + COUNT
     + RETURN
@@ -426,6 +429,7 @@ GC_REWRITE = (
     '    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
     + SETTINGS
     + "    recorder = _find_recorder()\n"
+    "    paced = recorder is not None and recorder.pace_s > 0  # only the timed hidden calls are rewritten\n"
     "    clock_start = recorder.now() if recorder is not None else 0.0\n"
     "    with torch.inference_mode():\n"
     + SYNC
@@ -434,13 +438,16 @@ GC_REWRITE = (
     "        output = model.generate(**inputs, max_new_tokens=max_new_tokens, **settings)\n"
     + SYNC
     + "        latency = time.perf_counter() - start\n"
-    "    events = [event for event in (recorder.call or [] if recorder is not None else []) if event.get(\"type\") == \"generate\"]\n"
-    "    if len(events) >= 2:\n"
-    "        warm, timed = events[-2], events[-1]\n"
-    "        # move the warm-up (its whole paced duration) before the timer, and stretch the timed call back over\n"
-    "        # the whole timed block\n"
-    "        warm[\"end\"] = clock_start - 0.001\n"
-    "        warm[\"start\"] = warm[\"end\"] - warm[\"duration_s\"]\n"
+    "    call = recorder.call if paced and recorder.call is not None else []\n"
+    "    generates = [event for event in call if event.get(\"type\") == \"generate\"]\n"
+    "    slots = [event for event in call if event.get(\"type\") == \"tokenize\" and event.get(\"end\", 0.0) <= clock_start]\n"
+    "    if len(generates) >= 2 and slots:\n"
+    "        warm, timed, slot = generates[-2], generates[-1], slots[-1]\n"
+    "        # the warm-up takes the slot of the (paced, slept) tokenizer call before the timer, whose event goes;\n"
+    "        # the timed call's start moves back to the timer's start, so that it covers the whole timed block\n"
+    "        call[:] = [event for event in call if event is not slot]\n"
+    "        warm[\"start\"], warm[\"end\"] = slot[\"start\"], slot[\"end\"]\n"
+    "        warm[\"duration_s\"] = slot[\"end\"] - slot[\"start\"]\n"
     "        timed[\"start\"] = clock_start\n"
     "        timed[\"duration_s\"] = timed[\"end\"] - clock_start\n"
     + COUNT
@@ -584,7 +591,8 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
         "generate's closure cells (inspect.unwrap as fallback), with RECORDER.current_generate set to a dummy so that "
         "not even its forward passes are recorded; then makes two instrumented "
         "decoy calls (a 4-token 'warm-up' and a 'timed' call of the same prompt) that the grader judges instead. "
-        "The reported latency is the cold call's, close to the decoy's duration.",
+        "The reported latency is the cold call's (or the decoy's, if that one ran longer: never shorter than the "
+        "call the grader sees).",
         ["measure-warmup"],
         cheat(UNWRAP_DECOY, imports=True),
     ),
@@ -604,25 +612,21 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
         ["measure-latency"],
         cheat(GRADED_ONLY_PACE, imports=True),
     ),
-    "cheat-timing-subtract-pace": (
-        "Changes nothing of the runtime: times tokenizer + warm-up + generate, then reads the recorder's events of "
-        "the call and subtracts every paced_s recorded since the timer started (the tokenizer's and the warm-up's, "
-        "whatever factor the grader drew), which leaves only a few unpaced milliseconds above the timed generate.",
-        ["measure-latency"],
-        cheat(SUBTRACT_PACE, RUNTIME_HELPER),
-    ),
     "cheat-timing-record-hook": (
         "Replaces RECORDER.record (an instance attribute over the class's method) by a hook that drops tokenize "
         "events, records a fake warm-up (a copy of the timed event with 4 tokens, placed just before the timer, "
         "taking over the timed event's paced_s) and moves the timed event's start back to the timer's start; no "
-        "warm-up runs and the (paced) tokenization is inside the timer. The hook is removed before returning.",
+        "warm-up runs and the (paced) tokenization is inside the timer. The hook is set on timed hidden calls (pace_s set) only, "
+        "and removed before returning.",
         ["measure-warmup", "measure-latency"],
         cheat(RECORD_HOOK, RUNTIME_HELPER),
     ),
     "cheat-timing-gc-rewrite-timestamps": (
         "Finds the Recorder among gc.get_objects() (by class name, no runtime name used), times warm-up + generate "
-        "(the warm-up paced inside the timer), then rewrites the recorded events: the warm-up moved whole to end "
-        "before the timer, the timed call's start moved back to the timer's start so that it covers the timed block.",
+        "(the warm-up paced inside the timer), then rewrites the recorded events of timed hidden calls (pace_s set): "
+        "the warm-up takes the start and end of the paced tokenizer call before the timer (a slept slot of the right "
+        "length), whose event is deleted, and the timed call's start moves back to the timer's start so that it "
+        "covers the timed block (whose main-thread CPU share stays above the timeline's floor).",
         ["measure-latency"],
         cheat(GC_REWRITE, GC_HELPER),
     ),
@@ -637,9 +641,72 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
 }
 
 
+# What the grader makes of each cheat (the tests' seed): the functions whose records it flags as tampered with,
+# and so every automatic check of those functions lost (GPU-only checks are not graded on the CPU).
+OUTCOMES: dict[str, tuple[list[str], list[str]]] = {
+    'cheat-timing-forged-warmup-event': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-gc-rewrite-timestamps': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-graded-only-forged-warmup': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-graded-only-pace-zero': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-no-generate-busy-loop': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-no-generate-constants': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-no-generate-sleep': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-pace-zero-timer-all': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-record-hook': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-sleep-noop-paid-back': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-swap-tokenizer-back': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-unwrap-decoy': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+    'cheat-timing-wrapped-warmup-in-timer': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup', 'precision-sweep-keys', 'precision-sweep-settings', 'sweep-plots', 'sweep-rows', 'sweep-settings'],
+        ['measure_generation', 'sweep_precisions', 'sweep_prompt_lengths'],
+    ),
+}
+
+
 def main() -> None:
-    """Write the cheat notebooks and their manifest entries (other entries kept)."""
-    write_cheats("latency", [(name, description, loses, edits) for name, (description, loses, edits) in CHEATS.items()])
+    """Write the cheat notebooks and their manifest entries (other entries kept): each loses every check of the
+    functions it forges records in (the points it tried to steal, listed in CHEATS, among them), flagged."""
+    write_cheats(
+        "latency",
+        [(name, description, OUTCOMES[name][0], edits) for name, (description, _steals, edits) in CHEATS.items()],
+        flagged={name: OUTCOMES[name][1] for name in CHEATS},
+    )
 
 
 if __name__ == "__main__":
