@@ -6,6 +6,8 @@ here mocks nbclient, the kernel or the model.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,12 +16,24 @@ import pytest
 from grader.authoring import Cells, load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.checks import load_registry
 from grader.course import Course
+from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings
+from grader.harness import Harness
 from grader.results import CheckResult, SubmissionResult
 from grader.zoo import ModelZoo
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261123
+
+
+@contextlib.contextmanager
+def installed_kernel(workdir: Path, zoo: ModelZoo, cells: list[str], call_timeout_s: float = 60) -> Iterator[Harness]:
+    """A real kernel with the grader's runtime installed before any cell (as in grading), after running ``cells``."""
+    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
+        harness = Harness(session, call_timeout_s=call_timeout_s)
+        assert harness.install().ok
+        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+        yield harness
 
 
 @pytest.fixture(scope="session")

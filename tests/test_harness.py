@@ -16,6 +16,7 @@ from grader.execute import KernelSession
 from grader.harness import Harness, handle, literal, model, notebook_value, tokenizer
 from grader.values import DType, Frame, Model, Tensor
 from grader.zoo import ModelZoo
+from tests.conftest import installed_kernel
 
 NOTEBOOK = [
     "import time, torch, pandas as pd\nfrom transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -60,12 +61,7 @@ NOTEBOOK = [
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory, zoo: ModelZoo) -> Iterator[Harness]:
-    workdir = tmp_path_factory.mktemp("harness")
-    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
-        kernel = Harness(session, call_timeout_s=30)
-        assert kernel.install().ok
-        record = session.run_notebook(make_notebook(None, [("code", s) for s in NOTEBOOK]), 60, 300)
-        assert record.problems == ()
+    with installed_kernel(tmp_path_factory.mktemp("harness"), zoo, NOTEBOOK, call_timeout_s=30) as kernel:
         yield kernel
 
 
@@ -125,8 +121,10 @@ def test_pacing_slows_the_first_generate_of_a_prompt_and_each_tokenization(harne
     outcome = harness.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")], pace_s=0.2)
     first, second = outcome.generate_events()
     (tokenize,) = [event for event in outcome.events if event["type"] == "tokenize"]
-    assert first["paced_s"] == 0.2 and first["duration_s"] >= 0.2 and "paced_s" not in second
-    assert tokenize["end"] - tokenize["start"] >= 0.2 and tokenize["end"] <= first["start"]
+    pace = outcome.pace_s  # the asked 0.2 s times the factor the grader drew for this call
+    assert 0.16 <= pace <= 0.25
+    assert first["paced_s"] == pace and first["duration_s"] >= pace and "paced_s" not in second
+    assert tokenize["end"] - tokenize["start"] >= pace and tokenize["end"] <= first["start"]
     assert (first["max_new_tokens"], second["max_new_tokens"], second["use_cache"]) == (2, 3, True)
     unpaced = harness.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")])
     assert all("paced_s" not in event for event in unpaced.events)
@@ -214,5 +212,6 @@ def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentat
         outcome = kernel.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")], pace_s=0.2)
     assert outcome.ok and outcome.value == 0.0  # the student's own clock is theirs to break
     (generate,) = outcome.generate_events()
-    assert generate["paced_s"] == 0.2 and generate["duration_s"] >= 0.2  # the grader's clock and pacing are not
-    assert outcome.duration_s is not None and outcome.duration_s >= 0.2
+    pace = outcome.pace_s
+    assert generate["paced_s"] == pace and generate["duration_s"] >= pace  # the grader's clock and pacing are not
+    assert outcome.duration_s is not None and outcome.duration_s >= pace

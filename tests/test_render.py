@@ -93,3 +93,27 @@ def test_a_flagged_written_answer_shows_its_flag_to_the_instructor() -> None:
     summary = render_summary([flagged])
     assert "1 flagged" in summary and "⚑ filler text" in summary
     assert "Flagged for the instructor: filler text" in render_feedback(flagged, "instructor")
+
+
+def test_tampered_evidence_is_a_typed_flag_listed_on_top_of_the_summary() -> None:
+    """A check whose function's records were tampered with: failed, flagged in results.json and grades.csv,
+    and the submission listed (escaped) on top of summary.html with why."""
+    from grader.results import grades_csv, gradescope_json
+
+    why = f"the records claim 0.5 s of pacing in a request of 0.1 s {SCRIPT}"
+    tampered = dataclasses.replace(result(), submission_id="forger")
+    tampered = dataclasses.replace(
+        tampered,
+        checks=(dataclasses.replace(tampered.checks[0], message="tampered", tampered=why), *tampered.checks[1:]),
+    )
+    assert gradescope_json(tampered)["extra_data"]["flags"] == [
+        {"type": "tampered-evidence", "function": "f", "check_id": "public", "why": why}
+    ]
+    assert gradescope_json(tampered)["tests"][0]["extra_data"]["tampered"] == why
+    assert gradescope_json(result())["extra_data"]["flags"] == []
+    assert ",tampered-evidence," in grades_csv([tampered])
+    page = render_summary([result(), tampered])
+    top = page[: page.index('class="scorebox"')]
+    assert "Evidence tampered with" in top and "forger" in top and "student-1" not in top
+    assert "&lt;script&gt;" in top and "<script>" not in page
+    assert "Evidence tampered with" not in render_summary([result()])

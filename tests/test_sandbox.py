@@ -23,7 +23,6 @@ from grader.course import Course
 from grader.errors import RubricError
 from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings, kernel_view_for
-from grader.harness import Harness, literal
 from grader.rubric import Limits
 from grader.sandbox import (
     Isolation,
@@ -185,31 +184,6 @@ def test_without_namespaces_every_result_carries_a_warning(
         result = grader.grade(path, "tiny")
     assert result.error is None
     assert any(note.startswith("Sandbox warning: GRADER_NO_SANDBOX is set") for note in result.notes)
-
-
-def test_a_forged_runtime_answer_is_ruled_out_by_the_integrity_probe(tmp_path: Path, zoo: ModelZoo) -> None:
-    forge = (
-        "import sys, json\n"
-        "from IPython.display import publish_display_data\n"
-        "def forged(request_text):\n"
-        "    request = json.loads(request_text)\n"
-        "    answer = {'status': 'returned', 'value': {'kind': 'float', 'value': 0.5}, 'duration_s': 0.5,\n"
-        "              'events': [{'type': 'generate', 'duration_s': 30.0, 'paced_s': 0.25}]}\n"
-        "    publish_display_data({request['channel']: json.dumps(answer)})\n"
-        "def timed(model, tokenizer, prompt):\n"
-        "    return 0.5\n"
-        "runtime = next(module for name, module in sys.modules.items() if name.startswith('_llm_grader_runtime_'))\n"
-        "runtime.run = forged"
-    )
-    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
-        kernel = Harness(session, call_timeout_s=30)
-        assert kernel.install().ok
-        assert session.run_notebook(make_notebook(None, [("code", forge)]), 60, 120).problems == ()
-        outcome = kernel.call("timed", [literal(1)], pace_s=0.25)
-    # The answer it publishes is consistent with nothing the grader measured; the probe names what was replaced.
-    assert outcome.status == "tampered"
-    assert outcome.message == "the notebook changed the grader's instrumentation in the kernel (runtime.run)"
-    assert kernel.tampered == {"timed": outcome.message}
 
 
 def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: ModelZoo) -> None:

@@ -5,16 +5,14 @@ trusted. The notebooks' cheats (tests/corpus/*/cheat-*) show the same end to end
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from grader.authoring import make_notebook
-from grader.execute import KernelSession
 from grader.harness import Harness, literal, model, model_spec, tokenizer
 from grader.zoo import ModelZoo
+from tests.conftest import installed_kernel
 
 FIND_RUNTIME = (
     "import sys, time, torch\n"
@@ -96,12 +94,8 @@ FORGERIES = {
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory, zoo: ModelZoo) -> Iterator[Harness]:
-    workdir = tmp_path_factory.mktemp("tampering")
-    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
-        harness = Harness(session, call_timeout_s=60)
-        assert harness.install().ok
-        cells = [FIND_RUNTIME, HONEST, *(source for source, _ in FORGERIES.values())]
-        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+    cells = [FIND_RUNTIME, HONEST, *(source for source, _ in FORGERIES.values())]
+    with installed_kernel(tmp_path_factory.mktemp("tampering"), zoo, cells) as harness:
         yield harness
 
 
@@ -151,11 +145,30 @@ def test_a_replaced_method_is_named_and_every_later_call_is_ruled_out(tmp_path: 
         "original = next(c.cell_contents for c in instrumented.__closure__ if callable(c.cell_contents))\n"
         "GenerationMixin.generate = lambda self, *a, **k: original(self, *a, **k)\n"
     )
-    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
-        harness = Harness(session, call_timeout_s=60)
-        assert harness.install().ok
-        cells = [FIND_RUNTIME, HONEST, swap]
-        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+    with installed_kernel(tmp_path, zoo, [FIND_RUNTIME, HONEST, swap]) as harness:
         outcome = timed(harness, "honest")
     assert outcome.status == "tampered"
     assert "changed the grader's instrumentation" in outcome.message and "GenerationMixin.generate" in outcome.message
+
+
+def test_a_forged_runtime_answer_is_ruled_out_by_the_integrity_probe(tmp_path: Path, zoo: ModelZoo) -> None:
+    """The runtime's own `run` replaced: whatever it answers, the probe names it."""
+    forge = (
+        "import sys, json\n"
+        "from IPython.display import publish_display_data\n"
+        "def forged(request_text):\n"
+        "    request = json.loads(request_text)\n"
+        "    answer = {'status': 'returned', 'value': {'kind': 'float', 'value': 0.5}, 'duration_s': 0.5,\n"
+        "              'events': [{'type': 'generate', 'duration_s': 30.0, 'paced_s': 0.25}]}\n"
+        "    publish_display_data({request['channel']: json.dumps(answer)})\n"
+        "def timed(model, tokenizer, prompt):\n"
+        "    return 0.5\n"
+        "runtime = next(module for name, module in sys.modules.items() if name.startswith('_llm_grader_runtime_'))\n"
+        "runtime.run = forged"
+    )
+    with installed_kernel(tmp_path, zoo, [forge]) as kernel:
+        outcome = kernel.call("timed", [literal(1)], pace_s=0.25)
+    # The answer it publishes is consistent with nothing the grader measured; the probe names what was replaced.
+    assert outcome.status == "tampered"
+    assert outcome.message == "the notebook changed the grader's instrumentation in the kernel (runtime.run)"
+    assert kernel.tampered == {"timed": outcome.message}
