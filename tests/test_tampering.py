@@ -126,15 +126,24 @@ def test_a_forgery_inside_the_call_is_ruled_out(kernel: Harness, function: str) 
     assert timed(kernel, "honest").status == "returned"
 
 
-def test_instrumentation_has_no_wrapped_attribute(kernel: Harness) -> None:
-    """`model.generate.__wrapped__` and `inspect.unwrap` do not reach the uninstrumented generate."""
-    kernel.session.request(
-        "import inspect\nfrom transformers.generation.utils import GenerationMixin as _G\n"
-        "assert not hasattr(_G.generate, '__wrapped__') and inspect.unwrap(_G.generate) is _G.generate",
+def test_instrumentation_has_no_wrapped_attribute_but_keeps_signatures(kernel: Harness) -> None:
+    """`model.generate.__wrapped__` and `inspect.unwrap` do not reach the uninstrumented generate; what
+    `inspect.signature` reads is the original's (Optimum's ONNX export reads forward's parameters)."""
+    assert kernel.call("honest", [model(model_spec("gpt2")), tokenizer("gpt2"), literal("Hi"), literal(2)]).ok
+    reply = kernel.session.request(
+        "import inspect\n"
+        "from transformers import GPT2LMHeadModel\n"
+        "from transformers.generation.utils import GenerationMixin as _G\n"
+        "assert not hasattr(_G.generate, '__wrapped__') and inspect.unwrap(_G.generate) is _G.generate\n"
+        "assert _G.generate.__code__.co_filename == '<llm-grader-runtime>'\n"
+        "assert GPT2LMHeadModel.forward.__code__.co_filename == '<llm-grader-runtime>'\n"
+        "assert 'attention_mask' in inspect.signature(GPT2LMHeadModel.forward).parameters\n"
+        "assert 'max_new_tokens' not in inspect.signature(_G.generate).parameters  # generate's own: (inputs, ...)\n"
+        "assert 'inputs' in inspect.signature(_G.generate).parameters\n",
         channel="-",
         timeout_s=30,
     )
-    assert kernel.call("honest", [model(model_spec("gpt2")), tokenizer("gpt2"), literal("Hi"), literal(2)]).ok
+    assert reply.status == "ok", reply.error
 
 
 def test_a_replaced_method_is_named_and_every_later_call_is_ruled_out(tmp_path: Path, zoo: ModelZoo) -> None:

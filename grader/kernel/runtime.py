@@ -580,6 +580,9 @@ def _wraps(original: Callable[..., Any]) -> Callable[[Callable[..., Any]], Calla
     def decorate(wrapper: Callable[..., Any]) -> Callable[..., Any]:
         functools.update_wrapper(wrapper, original)
         vars(wrapper).pop("__wrapped__", None)
+        # What inspect.signature found through __wrapped__ (Optimum's ONNX export reads forward's parameters).
+        with contextlib.suppress(TypeError, ValueError):
+            wrapper.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
