@@ -454,7 +454,7 @@ class KernelSession:
         if self._kernel_pid is None and self.root_pid is not None:
             with contextlib.suppress(psutil.Error):
                 root = psutil.Process(self.root_pid)
-                for process in (root, *root.children()):
+                for process in (root, *root.children(recursive=True)):
                     if process.num_threads() >= 3:
                         self._kernel_pid = process.pid
                         break
