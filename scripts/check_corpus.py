@@ -24,8 +24,13 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus import CORPUS, also_loses, cheats, correct, variants  # noqa: E402
-from tests.corpus_checks import assert_full_marks, assert_loses_the_samples_points, assert_written_answers_rejected  # noqa: E402
+from tests.corpus import CORPUS, also_loses, cheats, correct, flagged, variants  # noqa: E402
+from tests.corpus_checks import (  # noqa: E402
+    assert_flags,
+    assert_full_marks,
+    assert_loses_the_samples_points,
+    assert_written_answers_rejected,
+)
 
 WRITTEN = {"ptq-bnb": {"mistake-analysis-todo": {f"analysis-{part}" for part in ("memory", "latency", "quality", "tradeoffs")}}}
 
@@ -56,12 +61,15 @@ def check(assignment: str, seed: int, out: Path) -> tuple[int, int, list[str]]:
         try:
             if mistake == "":
                 assert_loses_the_samples_points(out, name, cheats(assignment)[name])
+                assert_flags(out, name, flagged(assignment, name))
             elif mistake is None:
                 assert_full_marks(out, name)
-            elif mistake in WRITTEN.get(assignment, {}):
-                assert_written_answers_rejected(out, name, WRITTEN[assignment][mistake])
             else:
-                assert_loses_the_samples_points(out, name, mistakes[mistake][0] | also_loses(assignment, name))
+                assert_flags(out, name, set())  # an honest mistake is not tampering
+                if mistake in WRITTEN.get(assignment, {}):
+                    assert_written_answers_rejected(out, name, WRITTEN[assignment][mistake])
+                else:
+                    assert_loses_the_samples_points(out, name, mistakes[mistake][0] | also_loses(assignment, name))
         except AssertionError as error:
             problems.append(f"{assignment} seed {seed}: {error}")
     return len(cases) - len(problems), len(cases), problems

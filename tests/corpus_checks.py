@@ -38,6 +38,13 @@ def assert_loses_the_samples_points(out: Path, submission: str, expected: set[st
         assert result.by_id()[check_id].status == "failed"
 
 
+def assert_flags(out: Path, submission: str, functions: set[str]) -> None:
+    """The functions flagged as tampered-evidence are exactly ``functions`` (none for an honest notebook)."""
+    flags = results(out, submission).extra_data["flags"]
+    assert {flag["function"] for flag in flags} == functions, f"{submission}: flags {flags}"
+    assert all(flag["type"] == "tampered-evidence" and flag["why"] for flag in flags)
+
+
 def assert_written_answers_rejected(out: Path, submission: str, checks: set[str]) -> None:
     """A written-answer mistake: those checks fail (they carry no automatic points), nothing else is lost."""
     result = results(out, submission)
@@ -71,7 +78,7 @@ def corpus_tests(
     @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
         mistake = variants(assignment)[submission]
-        assert results(graded, submission).extra_data["flags"] == []  # an honest mistake is not tampering
+        assert_flags(graded, submission, set())  # an honest mistake is not tampering
         if written and mistake in written:
             assert_written_answers_rejected(graded, submission, written[mistake])
             return
@@ -82,9 +89,7 @@ def corpus_tests(
     def test_cheat_loses_the_points_it_cheats_for(graded: Path, submission: str) -> None:
         assert_loses_the_samples_points(graded, submission, cheats(assignment)[submission])
         # A cheat that forges the grader's records is flagged for each function it forges them in, and only those.
-        flags = results(graded, submission).extra_data["flags"]
-        assert {flag["function"] for flag in flags} == flagged(assignment, submission), flags
-        assert all(flag["type"] == "tampered-evidence" and flag["why"] for flag in flags)
+        assert_flags(graded, submission, flagged(assignment, submission))
 
     def test_the_corpus_is_big_enough() -> None:
         assert len(correct(assignment)) >= 8
