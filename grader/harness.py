@@ -182,22 +182,26 @@ class Harness:
         outcome = self._ask({"op": "install", "settings": settings or {}}, timeout_s)
         if outcome.ok:
             self.environment = dict(outcome.raw.get("environment", {}))
-            self.baseline = self.fingerprint()
+            self.baseline = self.fingerprint() or None
         return outcome
 
     def fingerprint(self, timeout_s: float = 30.0) -> dict[str, str] | None:
-        """The runtime's fingerprint, read by a probe sent afresh (grader/kernel/integrity.py); None if it gave none."""
+        """The runtime's fingerprint, read by a probe sent afresh (grader/kernel/integrity.py); None when the kernel
+        did not answer in time, empty when it answered with anything but a fingerprint."""
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
         names = {"__name__": "_llm_grader_probe", "MODULE": self.module_name, "CHANNEL": channel}
         source = PROBE_SOURCE.read_text(encoding="utf-8")
         code = f"exec(compile({source!r}, '<llm-grader-probe>', 'exec'), {names!r})"
         reply = self.session.request(code, channel=channel, timeout_s=timeout_s)
+        if reply.status in ("timeout", "dead"):
+            return None  # no answer at all (a kernel still busy, or gone): evidence neither way
         try:
             answer = json.loads(reply.payload) if isinstance(reply.payload, str) else None
         except ValueError:
-            return None
+            answer = None
         entries = answer.get("fingerprint") if isinstance(answer, dict) else None
-        return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else None
+        # An answer the probe cannot have given (it raised, or something else published): an empty fingerprint.
+        return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else {}
 
     def _price(self, request: dict[str, Any]) -> float | None:
         """The lowest price per generated token among the models a call passes; for a call that passes none (the
@@ -222,7 +226,9 @@ class Harness:
             return ()
         now = self.fingerprint()
         if now is None:
-            return ("the integrity probe's answer",)
+            return ()
+        if not now:
+            return ("the integrity probe, which gave no fingerprint",)
         return tuple(key for key, value in self.baseline.items() if now.get(key) != value)
 
     # ---------------------------------------------------------------- operations

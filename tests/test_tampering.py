@@ -181,3 +181,13 @@ def test_a_forged_runtime_answer_is_ruled_out_by_the_integrity_probe(tmp_path: P
     assert outcome.status == "tampered"
     assert outcome.message == "the notebook changed the grader's instrumentation in the kernel (runtime.run)"
     assert kernel.tampered == {"timed": outcome.message}
+
+
+def test_a_probe_that_cannot_fingerprint_is_itself_evidence(tmp_path: Path, zoo: ModelZoo) -> None:
+    """Breaking what the probe runs on (here hashlib) does not make the runtime unverifiable: it is ruled out."""
+    with installed_kernel(tmp_path, zoo, [FIND_RUNTIME, HONEST, "import hashlib\nhashlib.sha256 = None"]) as harness:
+        outcome = timed(harness, "honest")
+    assert outcome.status == "tampered"
+    assert outcome.message == (
+        "the notebook changed the grader's instrumentation in the kernel (the integrity probe, which gave no fingerprint)"
+    )

@@ -889,7 +889,8 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
 
     @_wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not RECORDER.pace_s or RECORDER.call is None or RECORDER.tokenizer_depth:
+        # Not inside generate either (stop strings decode there): only a tokenizer call the student's code makes.
+        if not RECORDER.pace_s or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
             return original(self, *args, **kwargs)
         RECORDER.tokenizer_depth += 1
         event = {"type": "tokenize", "start": RECORDER.now(), "paced_s": RECORDER.pace_s}
