@@ -248,8 +248,7 @@ def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
                     f"ran {ran:.3f} s of it (sampled by the grader from /proc)"
                 )
         length = compute[1] - compute[0]
-        on_cpu = str(event.get("model_device", "cpu")).startswith("cpu")
-        if event.get("type") == "generate" and on_cpu and not event.get("error") and length >= RUN_MIN_INTERVAL_S:
+        if event.get("type") == "generate" and _torch_on_cpu(event) and not event.get("error") and length >= RUN_MIN_INTERVAL_S:
             ran = timeline.cpu_between(*compute)
             if ran < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
                 return (
@@ -257,6 +256,15 @@ def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
                     f"{ran:.3f} s (sampled by the grader from /proc)"
                 )
     return ""
+
+
+def _torch_on_cpu(event: dict[str, Any]) -> bool:
+    """Whether a generate ran a PyTorch model on the CPU: its work then runs on the calling thread (and its tokens
+    have the grader's price). An ONNX Runtime session computes on threads of its own while the caller waits, and a
+    GPU's work is not the kernel's CPU time."""
+    return str(event.get("model_device", "cpu")).startswith("cpu") and str(event.get("model_type", "transformers.")).startswith(
+        "transformers."
+    )
 
 
 def _steps(event: dict[str, Any]) -> int:
@@ -276,9 +284,7 @@ def _priced(events: Sequence[dict[str, Any]], measured: Measured) -> str:
         return ""
     total = 0
     for event in events:
-        if event.get("type") != "generate" or event.get("error") or not str(event.get("model_device", "cpu")).startswith("cpu"):
-            continue
-        if not str(event.get("model_type", "transformers.")).startswith("transformers."):
+        if event.get("type") != "generate" or event.get("error") or not _torch_on_cpu(event):
             continue  # priced on PyTorch models only: an ONNX Runtime model's tokens may cost less
         steps = _steps(event)
         total += steps

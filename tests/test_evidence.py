@@ -250,3 +250,13 @@ def test_a_generate_event_no_decoding_loop_ran_in_is_ruled_out() -> None:
     assert forgery(0.7, events, Measured(1.0, PACE, 0.3)) == (
         "a generate event records new tokens, but no decoding loop ran inside it: the instrumented generate did not record it"
     )
+
+
+def test_an_onnx_runtime_generate_computes_off_the_main_thread() -> None:
+    """ONNX Runtime runs its session on threads of its own: the caller waits, idle, and is not ruled out for it."""
+    ort = "optimum.onnxruntime.modeling_decoder.ORTModelForCausalLM"
+    events = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE, model_type=ort), generate(0.9, 0.3, model_type=ort)]
+    idle = timeline((-0.01, 0.0, 0.9), (0.0, 1.25, 0.02))
+    assert forgery(1.2, events, Measured(1.3, PACE, 0.6, timeline=idle, clock_origin=ORIGIN, token_price_s=0.01)) == ""
+    torch_events = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
+    assert "main thread ran" in forgery(1.2, torch_events, Measured(1.3, PACE, 0.6, timeline=idle, clock_origin=ORIGIN))
