@@ -25,7 +25,9 @@ RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
 PROBE_SOURCE = Path(__file__).with_name("kernel") / "integrity.py"
 # Each paced call's pacing is the asked one times a factor drawn here, so that no notebook can subtract
 # a known constant (it can read the value in its own kernel; it cannot make the grader's clock agree).
-PACE_FACTORS = (0.8, 1.25)
+# Never below the rubric's: the judges' margins (a timer around tokenizing reads at least that much longer)
+# and their explanations (tokenizing, or other work of about that length) were set for it.
+PACE_FACTORS = (1.0, 1.3)
 # The largest answer parsed: far above what the runtime's own caps let through, far below what
 # would cost the grader real memory. A larger one was forged in the kernel.
 MAX_ANSWER_CHARS = 16 * 1024**2
