@@ -52,12 +52,10 @@ def _shares(events: list[dict[str, Any]], measured: evidence.Measured) -> tuple[
     run, sleep = [], []
     claimed = 0.0
     for event in events:
-        start, end, paced = origin + event["start"], origin + event["end"], float(event.get("paced_s") or 0.0)
+        paced = float(event.get("paced_s") or 0.0)
+        work, pause = evidence.work_and_pause(event, origin)
         if event["type"] == "generate":
-            work, pause = (start, end - paced), (end - paced, end)
             claimed += work[1] - work[0]
-        else:
-            work, pause = (start + paced, end), (start, start + paced)
         if event["type"] == "generate" and work[1] - work[0] > 0:
             run.append(timeline.cpu_between(*work) / (work[1] - work[0]))
         if paced:

@@ -221,6 +221,18 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
     return ""
 
 
+def work_and_pause(event: dict[str, Any], origin: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """An event's work and its pacing, as (start, end) intervals on the clock ``origin`` gives its times from.
+
+    The runtime sleeps a generate's pacing after it returns, a tokenizer call's before it runs.
+    """
+    start, end = origin + float(event["start"]), origin + float(event["end"])
+    paced = _seconds(event.get("paced_s")) or 0.0
+    if event.get("type") == "generate":
+        return (start, end - paced), (end - paced, end)
+    return (start + paced, end), (start, start + paced)
+
+
 def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
     """What the main thread's sampled CPU time rules out of the events' own times ("" when nothing)."""
     if measured.clock_origin is None or len(measured.timeline) < 2:
@@ -231,15 +243,10 @@ def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
         start, end = _seconds(event.get("start")), _seconds(event.get("end"))
         if start is None or end is None:
             continue
-        start, end = measured.clock_origin + start, measured.clock_origin + end
-        if start < first - CLOCK_SLACK_S or end > last + CLOCK_SLACK_S:
+        if measured.clock_origin + start < first - CLOCK_SLACK_S or measured.clock_origin + end > last + CLOCK_SLACK_S:
             return f"a {event.get('type', 'recorded')} event is stamped outside the request, by the grader's clock"
         paced = _seconds(event.get("paced_s")) or 0.0
-        # The runtime sleeps a generate's pacing after it returns, a tokenizer call's before it runs.
-        if event.get("type") == "generate":
-            compute, sleep = (start, end - paced), (end - paced, end)
-        else:
-            compute, sleep = (start + paced, end), (start, start + paced)
+        compute, sleep = work_and_pause(event, measured.clock_origin)
         if paced > 2 * TIMELINE_SLACK_S:
             ran = timeline.cpu_between(*sleep)
             if ran > SLEEP_SHARE * paced + TIMELINE_SLACK_S:

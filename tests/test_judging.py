@@ -11,7 +11,8 @@ import pytest
 from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
 from grader.checks.quantization import SETTINGS
-from grader.checks.timing import generated_anything, warmup_before
+from grader.checks.timing import warmup_before
+from grader.evidence import generated_anything
 
 
 def generate(start: float, end: float, **fields: Any) -> dict[str, Any]:

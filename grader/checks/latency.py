@@ -24,7 +24,6 @@ from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
     cuda_misuse,
-    generated_anything,
     judge_generate_inputs,
     judge_synchronize,
     judge_timed_call,
@@ -32,6 +31,7 @@ from grader.checks.timing import (
     retry_while_too_long,
     warmup_before,
 )
+from grader.evidence import generated_anything
 from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec
 from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
