@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import psutil
 
@@ -302,6 +302,8 @@ class ResourceWatch:
     limit_bytes: int
     max_processes: int = 128
     interval_s: float = 0.1
+    TREE_TICKS: ClassVar[int] = 5
+    USER_TICKS: ClassVar[int] = 10
     scratch: bool = False  # the kernel has private /tmp and /dev/shm (memory), counted in its use
     exceeded: str | None = None  # "memory" or "processes", once the kernel was stopped for it
     peak_bytes: int = 0
@@ -323,11 +325,17 @@ class ResourceWatch:
     def _watch(self) -> None:
         ticks = 0
         escaped: dict[int, psutil.Process] = {}
+        tree: dict[int, psutil.Process] = {}
         while not self._stop.wait(self.interval_s):
-            if self.uid is not None and ticks % 10 == 0:  # a scan of every process: not every tick
+            # Finding processes reads every process of the machine (psutil's parent map): the tree is found
+            # again every TREE_TICKS ticks and the kernel's user every USER_TICKS; each tick reads the memory
+            # of those found (a new process is counted within TREE_TICKS ticks, a growing one within one).
+            if self.uid is not None and ticks % self.USER_TICKS == 0:
                 escaped = {process.pid: process for process in kernel_processes(-1, self.uid)}
+            if ticks % self.TREE_TICKS == 0:
+                tree = {process.pid: process for process in kernel_processes(self.pid)}
             ticks += 1
-            processes = {process.pid: process for process in kernel_processes(self.pid)}
+            processes = {pid: process for pid, process in tree.items() if process.is_running()}
             processes.update({pid: process for pid, process in escaped.items() if process.is_running()})
             if not processes:
                 if not psutil.pid_exists(self.pid):
