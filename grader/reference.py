@@ -8,6 +8,8 @@ the kernel runtime uses, so the reference and the student see the same model.
 from __future__ import annotations
 
 import importlib.util
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -111,3 +113,13 @@ class ReferenceModels:
                 self._cache[key] = None
         price: float | None = self._cache[key]
         return price
+
+    def built(self, key: str, build: Callable[[Path], None]) -> Path:
+        """A folder of files that ``build`` writes, built once per run and kept until this object goes (a temporary
+        folder): for what the grader derives from a model and hands every kernel the same, such as a quantized copy."""
+        key = f"built:{key}"
+        if key not in self._cache:
+            folder = tempfile.TemporaryDirectory(prefix="llm-grader-built-")
+            build(Path(folder.name) / "files")
+            self._cache[key] = folder
+        return Path(self._cache[key].name) / "files"

@@ -14,7 +14,9 @@ import json
 import math
 import re
 import secrets
+import shutil
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -719,7 +721,8 @@ def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], Ca
         harness = context.require_harness()
         quantized_dir = harness.session.workdir / f"grader-int8-{secrets.token_hex(4)}"  # removed with the working folder
         with quiet_libraries():
-            quantize_int8(context.models.source(params.model), quantized_dir)
+            built = context.models.built(f"int8:{params.model}", partial(quantize_int8, context.models.source(params.model)))
+        shutil.copytree(built, quantized_dir)  # each kernel its own copy: a notebook may change the files it is given
         context.memo[key] = context.call(
             params.function,
             mapping(
