@@ -26,6 +26,9 @@ from grader.grading import INTERNAL_ERROR, GradingSettings
 from grader.results import SubmissionResult, result_from_json, result_to_json
 
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
+# What every worker imports (seconds of CPU each): a fork server imports it once and forks each worker from
+# itself, where there is one (POSIX); elsewhere each worker is a fresh interpreter that imports it again.
+WORKER_PRELOAD = ["torch", "transformers", "transformers.generation.utils", "transformers.modeling_utils", "grader.checks"]
 PR_SET_PDEATHSIG = 1
 
 
@@ -146,7 +149,7 @@ def _die_with_parent() -> None:
 
 
 def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
-    context = multiprocessing.get_context("spawn")  # fork would copy torch's threads and locks
+    context = _worker_context()
     task_queue = context.Queue()
     result_queue = context.Queue()
     remaining = context.Value("i", len(tasks))
@@ -193,6 +196,16 @@ def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) ->
             process.join(timeout=max(0.1, deadline - time.monotonic()))
             if process.is_alive():
                 process.kill()
+
+
+def _worker_context() -> Any:
+    """Where workers come from: forked from a fork server that imported WORKER_PRELOAD (and started no thread),
+    or, without one, spawned afresh. Never forked from this process, whose threads and locks a child would copy."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WORKER_PRELOAD)
+    return context
 
 
 def _worker_died(task: Task, exitcode: int | None) -> SubmissionResult:
