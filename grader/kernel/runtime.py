@@ -1194,6 +1194,76 @@ def _instrumented_loop(original: Callable[..., Any]) -> Callable[..., Any]:
     return loop
 
 
+MASK_KEYWORDS = {"dtype", "config", "allow_torch_fix"}  # what the mask interface passes that the causal mask ignores
+
+
+def _unvectorized_sdpa_mask(original: Callable[..., Any]) -> Callable[..., Any]:
+    """transformers' ``sdpa_mask`` with the causal-and-padding mask of a batch (the one GPT-2's generate builds at
+    every decoding step of a padded batch) made by broadcasting rather than ``torch.vmap``: the same boolean tensor
+    (tests/test_mask.py compares them), in a fraction of the time. On a tiny model the vmap'd mask costs more than
+    the model: without this, a padded batch decodes 2.8 times slower than one prompt, which no real model shows.
+    Any other mask (sliding windows, packed sequences, a local size, another mask function) goes to ``original``."""
+    from transformers import masking_utils
+
+    causal = masking_utils.causal_mask_function
+    prepare_padding_mask = masking_utils.prepare_padding_mask
+    ignore_mask = masking_utils._ignore_causal_mask_sdpa
+
+    @_wraps(original)
+    def sdpa_mask(
+        batch_size: int,
+        cache_position: Any,
+        kv_length: int,
+        kv_offset: int = 0,
+        mask_function: Callable[..., Any] = causal,
+        attention_mask: Any = None,
+        local_size: int | None = None,
+        allow_is_causal_skip: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        if mask_function is not causal or local_size is not None or set(kwargs) - MASK_KEYWORDS:
+            return original(
+                batch_size=batch_size,
+                cache_position=cache_position,
+                kv_length=kv_length,
+                kv_offset=kv_offset,
+                mask_function=mask_function,
+                attention_mask=attention_mask,
+                local_size=local_size,
+                allow_is_causal_skip=allow_is_causal_skip,
+                **kwargs,
+            )
+        import torch
+
+        padding_mask = prepare_padding_mask(attention_mask, kv_length, kv_offset, _slice=False)
+        if allow_is_causal_skip and ignore_mask(padding_mask, cache_position.shape[0], kv_length, kv_offset, local_size):
+            return None
+        kv_index = torch.arange(kv_length, device=cache_position.device) + kv_offset
+        mask = (kv_index[None, :] <= cache_position[:, None])[None, None]  # (1, 1, q, kv): causal_mask_function
+        if padding_mask is not None:
+            return mask & padding_mask[:, kv_index][:, None, None, :]  # padding_mask_function (its dtype as vmap gives it)
+        return mask.expand(batch_size, 1, -1, -1).contiguous()
+
+    return sdpa_mask
+
+
+def _speed_up_masks() -> None:
+    """Put :func:`_unvectorized_sdpa_mask` in place of the vmap'd ``sdpa_mask`` (where this transformers has it): for
+    every model's sdpa attention, and for eager attention and Optimum's export, which read the module's name."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        return
+    recent = getattr(masking_utils, "sdpa_mask_recent_torch", None)
+    interface = getattr(masking_utils, "ALL_MASK_ATTENTION_FUNCTIONS", None)
+    if recent is None or getattr(masking_utils, "sdpa_mask", None) is not recent or interface is None:
+        return
+    fast = _unvectorized_sdpa_mask(recent)
+    masking_utils.sdpa_mask = fast
+    with contextlib.suppress(Exception):
+        interface.register("sdpa", fast)
+
+
 def _publisher() -> Callable[..., Any]:
     from IPython.display import publish_display_data
 
@@ -1228,6 +1298,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         for name in TOKENIZER_ENTRY_POINTS:
             if name in vars(cls):
                 _replace(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
+    _speed_up_masks()
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 
