@@ -5,7 +5,7 @@
 For every seed and assignment: one real `grade` run over tests/corpus/<assignment>; every correct
 notebook must keep every automatic point, every variant of a sample mistake must lose exactly
 the points its sample loses, and every cheat the points of the function it cheats on (as
-tests/test_corpus_<assignment>.py asserts for the tests' seed).
+tests/test_samples_<assignment>.py asserts for the tests' seed).
 Prints one line per notebook that disagrees and a table of counts; exits 1 if any disagrees.
 """
 

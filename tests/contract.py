@@ -93,9 +93,15 @@ def results(out: Path, submission: str) -> GradescopeResults:
 
 
 def grade_samples(tmp_path_factory: Any, root: Path, assignment: str) -> Path:
-    """Run the real `grade` command once on an assignment's sample submissions; the output folder."""
+    """Run the real `grade` command once on an assignment's sample submissions and its corpus of independently
+    written notebooks (tests/corpus/<assignment>), as one batch; the output folder."""
+    from tests.corpus import CORPUS
+    from tests.corpus_checks import CORPUS_TIMEOUT_S
+
     out: Path = tmp_path_factory.mktemp(f"graded-{assignment}")
-    run_grade(str(root / "submissions" / assignment), "--out", str(out), cwd=root)
+    run_grade(
+        str(root / "submissions" / assignment), str(CORPUS / assignment), "--out", str(out), cwd=root, timeout=CORPUS_TIMEOUT_S
+    )
     return out
 
 

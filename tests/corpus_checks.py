@@ -1,4 +1,4 @@
-"""The assertions every assignment's corpus test makes (tests/test_corpus_<assignment>.py)."""
+"""The assertions every assignment's corpus test makes (in tests/test_samples_<assignment>.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests.contract import results, run_grade
-from tests.corpus import CORPUS, also_loses, cheats, correct, flagged, variants
+from tests.contract import results
+from tests.corpus import also_loses, cheats, correct, flagged, variants
 
-# One run grades a whole corpus (30-odd notebooks): its first test waits for it, on a loaded machine
-# for longer than the suite's 600 s per test.
+# One run grades an assignment's samples and corpus (40-odd notebooks): its first test waits for it, on a
+# loaded machine for longer than the suite's 600 s per test.
 CORPUS_TIMEOUT_S = 2400
 
 
@@ -55,19 +55,12 @@ def assert_written_answers_rejected(out: Path, submission: str, checks: set[str]
 def corpus_tests(
     assignment: str, mistakes: dict[str, tuple[set[str], str]], written: dict[str, set[str]] | None = None
 ) -> tuple[Callable[..., Any], ...]:
-    """The fixture and tests of one assignment's corpus module: one `grade` run, then a test per notebook.
+    """The corpus tests of one assignment, a test per notebook, for its samples module (tests/test_samples_<assignment>.py).
 
-    ``written`` names the sample mistakes that lie in written answers, with the checks that must reject them.
-    Each assignment has a module of its own (tests/test_corpus_<assignment>.py), so that xdist's
-    ``--dist loadfile`` grades the four corpora on different workers.
+    They read the module's ``graded`` fixture: one `grade` run over the samples and the corpus together
+    (:func:`tests.contract.grade_samples`), so xdist's ``--dist loadfile`` grades each assignment once, on one
+    worker. ``written`` names the sample mistakes that lie in written answers, with the checks that must reject them.
     """
-
-    @pytest.fixture(scope="module")
-    def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
-        """Grade the assignment's whole corpus in one run."""
-        out: Path = tmp_path_factory.mktemp(f"corpus-{assignment}")
-        run_grade(str(CORPUS / assignment), "--out", str(out), cwd=root, timeout=CORPUS_TIMEOUT_S)
-        return out
 
     @pytest.mark.parametrize("submission", correct(assignment))
     @pytest.mark.timeout(CORPUS_TIMEOUT_S)
@@ -96,7 +89,6 @@ def corpus_tests(
         assert set(variants(assignment).values()) == set(mistakes) | set(written or {})
 
     return (
-        graded,
         test_correct_notebook_keeps_every_point,
         test_variant_loses_its_samples_points,
         test_cheat_loses_the_points_it_cheats_for,

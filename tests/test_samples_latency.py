@@ -1,8 +1,9 @@
 """The instructor's story for `latency`: every sample graded as it should be.
 
-One real `grade` run over submissions/latency: the solution at full marks (its GPU checks
-skipped on a CPU-only machine), the starter at zero, and each sample mistake losing exactly the
-points of its mistake, with feedback naming it and the seed's doc links.
+One real `grade` run over submissions/latency and tests/corpus/latency (see the corpus tests below):
+the solution at full marks (its GPU checks skipped on a CPU-only machine), the starter at zero, and
+each sample mistake losing exactly the points of its mistake, with feedback naming it and the
+seed's doc links.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract import assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-precision-case": ({"precision-names"}, "accept any capitalisation"),
@@ -27,10 +29,25 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 }
 
 
+# Every test waits for the module's one run (samples and corpus), longer than the suite's 600 s per test.
+pytestmark = pytest.mark.timeout(CORPUS_TIMEOUT_S)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
-    """Run the real `grade` command on the latency samples once for this module."""
+    """Run the real `grade` command once for this module, on the latency samples and corpus."""
     return grade_samples(tmp_path_factory, root, "latency")
+
+
+# The corpus: notebooks written independently of the solution, graded in the same run as the samples. Every
+# correct one keeps every automatic point; every honest variant of a sample mistake (the same mistake spelled
+# another way) loses exactly the points the sample loses; every cheat loses what it cheats for.
+(
+    test_correct_notebook_keeps_every_point,
+    test_variant_loses_its_samples_points,
+    test_cheat_loses_the_points_it_cheats_for,
+    test_the_corpus_is_big_enough,
+) = corpus_tests("latency", MISTAKES)
 
 
 def test_solution_gets_full_marks(graded: Path) -> None:

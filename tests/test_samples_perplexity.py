@@ -1,8 +1,9 @@
 """The instructor's story for `perplexity`: every sample graded as it should be.
 
-One real `grade` run over submissions/perplexity: the solution at full marks, the starter at
-zero, and each sample mistake losing exactly the points of its mistake, with feedback naming it
-and the seed's guidance (token-weighted average, then exp).
+One real `grade` run over submissions/perplexity and tests/corpus/perplexity (see the corpus tests
+below): the solution at full marks, the starter at zero, and each sample mistake losing exactly the
+points of its mistake, with feedback naming it and the seed's guidance (token-weighted average, then
+exp).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract import assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-batch-means": ({"loss-public", "loss-hidden"}, "averages the per-batch mean losses"),
@@ -25,10 +27,25 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 }
 
 
+# Every test waits for the module's one run (samples and corpus), longer than the suite's 600 s per test.
+pytestmark = pytest.mark.timeout(CORPUS_TIMEOUT_S)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
-    """Run the real `grade` command on the perplexity samples once for this module."""
+    """Run the real `grade` command once for this module, on the perplexity samples and corpus."""
     return grade_samples(tmp_path_factory, root, "perplexity")
+
+
+# The corpus: notebooks written independently of the solution, graded in the same run as the samples. Every
+# correct one keeps every automatic point; every honest variant of a sample mistake (the same mistake spelled
+# another way) loses exactly the points the sample loses; every cheat loses what it cheats for.
+(
+    test_correct_notebook_keeps_every_point,
+    test_variant_loses_its_samples_points,
+    test_cheat_loses_the_points_it_cheats_for,
+    test_the_corpus_is_big_enough,
+) = corpus_tests("perplexity", MISTAKES)
 
 
 def test_solution_gets_full_marks(graded: Path) -> None:

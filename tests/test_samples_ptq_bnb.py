@@ -1,6 +1,7 @@
 """The instructor's story: `grade submissions/ptq-bnb` grades every sample as it should.
 
-One real `grade` run (a subprocess, real kernels, tiny model) serves every test here: the
+One real `grade` run (a subprocess, real kernels, tiny model) over the samples and tests/corpus/ptq-bnb
+serves every test here (see the corpus tests below): the
 solution gets full marks on every automatic check, the starter near zero, and each sample
 mistake loses exactly the points of its mistake, with feedback that names it.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract import assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
 
 # sample -> (checks that lose points, words the failing message must contain)
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -25,10 +27,29 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
 }
 
 
+# Every test waits for the module's one run (samples and corpus), longer than the suite's 600 s per test.
+pytestmark = pytest.mark.timeout(CORPUS_TIMEOUT_S)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Path:
-    """Run the real `grade` command on the ptq-bnb samples once for this module."""
+    """Run the real `grade` command once for this module, on the ptq-bnb samples and corpus."""
     return grade_samples(tmp_path_factory, root, "ptq-bnb")
+
+
+# The corpus: notebooks written independently of the solution, graded in the same run as the samples. Every
+# correct one keeps every automatic point; every honest variant of a sample mistake (the same mistake spelled
+# another way) loses exactly the points the sample loses; every cheat loses what it cheats for.
+(
+    test_correct_notebook_keeps_every_point,
+    test_variant_loses_its_samples_points,
+    test_cheat_loses_the_points_it_cheats_for,
+    test_the_corpus_is_big_enough,
+) = corpus_tests(
+    "ptq-bnb",
+    MISTAKES,
+    {"mistake-analysis-todo": {f"analysis-{part}" for part in ("memory", "latency", "quality", "tradeoffs")}},
+)
 
 
 def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> None:
