@@ -10,11 +10,9 @@ the worker, so one worker and many give the same results.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import queue
-import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -28,8 +26,14 @@ from grader.results import SubmissionResult, result_from_json, result_to_json
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
 # What every worker imports (seconds of CPU each): a fork server imports it once and forks each worker from
 # itself, where there is one (POSIX); elsewhere each worker is a fresh interpreter that imports it again.
-WORKER_PRELOAD = ["torch", "transformers", "transformers.generation.utils", "transformers.modeling_utils", "grader.checks"]
-PR_SET_PDEATHSIG = 1
+WORKER_PRELOAD = [
+    "grader.worker_server",
+    "torch",
+    "transformers",
+    "transformers.generation.utils",
+    "transformers.modeling_utils",
+    "grader.checks",
+]
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[Submission
 
 def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None:
     """A worker process: grade tasks until the queue says stop or this run's main process is gone."""
-    _die_with_parent()
+    die_with_parent()
     import torch
 
     from grader.quiet import quiet_libraries
@@ -135,17 +139,15 @@ def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None
             results.put(("done", os.getpid(), task.index, result_to_json(result)))
 
 
-def _die_with_parent() -> None:
-    """Have the operating system kill this worker the moment the run's main process dies, however
-    it ends (``kill -9`` included): a worker waiting on a queue or a kernel would not notice.
-    Its kernels' launchers then see their grader gone and kill them (see the launcher)."""
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    parent = multiprocessing.parent_process()
-    if parent is not None and not parent.is_alive():  # it died before the request took effect
-        os._exit(1)
+def die_with_parent() -> None:
+    """Have the operating system kill this process the moment its parent dies, however it ends (``kill -9``
+    included): a worker's parent is the run's main process or the fork server (which dies with the main process,
+    see :mod:`grader.worker_server`); a worker waiting on a queue or a kernel would not notice. Its kernels'
+    launchers then see their grader gone and kill them (see the launcher). Linux only (``prctl``)."""
+    if sys.platform.startswith("linux"):
+        from grader.kernel.launcher import die_with_parent as die_with_launcher_parent
+
+        die_with_launcher_parent()
 
 
 def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
