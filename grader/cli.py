@@ -38,8 +38,10 @@ def main() -> None:
     runs the public checks on a student's own notebook; `grade build-student-kit` packages them.
     """
     from grader.quiet import quiet_library_defaults
+    from grader.runner import share_cpus
 
     quiet_library_defaults()
+    share_cpus()
 
 
 @main.command("run", context_settings=CONTEXT)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.grading import INTERNAL_ERROR, GradingSettings
+from grader.grading import INTERNAL_ERROR, OPENMP_WAIT_POLICY, GradingSettings
 from grader.results import SubmissionResult, result_from_json, result_to_json
 
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
@@ -54,6 +54,12 @@ class RunConfig:
     course_root: str
     cache_dir: str | None
     settings: GradingSettings
+
+
+def share_cpus() -> None:
+    """Have this process's OpenMP threads (torch's, MKL's) sleep when idle, unless the instructor set otherwise;
+    before torch is imported (OpenMP reads it once). Kernels get the same setting in their environment."""
+    os.environ.setdefault("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
 
 
 def available_cpus() -> int:

@@ -20,7 +20,10 @@ from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings
 from grader.harness import Harness
 from grader.results import CheckResult, SubmissionResult
+from grader.runner import share_cpus
 from grader.zoo import ModelZoo
+
+share_cpus()  # as `grade` does, before anything imports torch: the tests' kernels and graders share 2 CPUs
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261123
