@@ -1254,10 +1254,10 @@ def _speed_up_masks() -> None:
         from transformers import masking_utils
     except ImportError:
         return
-    recent = getattr(masking_utils, "sdpa_mask_recent_torch", None)
+    recent: Callable[..., Any] | None = getattr(masking_utils, "sdpa_mask_recent_torch", None)
     interface = getattr(masking_utils, "ALL_MASK_ATTENTION_FUNCTIONS", None)
-    if recent is None or getattr(masking_utils, "sdpa_mask", None) is not recent or interface is None:
-        return
+    if recent is None or interface is None or id(getattr(masking_utils, "sdpa_mask", None)) != id(recent):
+        return  # another transformers (or torch older than 2.6): its own mask stays
     fast = _unvectorized_sdpa_mask(recent)
     masking_utils.sdpa_mask = fast
     with contextlib.suppress(Exception):
