@@ -66,20 +66,20 @@ def _shares(events: list[dict[str, Any]], measured: evidence.Measured) -> tuple[
 
 def measure(kernel: Harness, calls: int) -> dict[str, float]:
     seen: list[tuple[list[dict[str, Any]], evidence.Measured]] = []
-    original = harness.forgery
+    original = harness.recorded_forgery  # called once for every call judged, before the CPU-time rules
 
     def spy(duration: Any, events: Any, measured: evidence.Measured) -> str:
         seen.append((list(events), measured))
         return original(duration, events, measured)
 
-    harness.forgery = spy  # type: ignore[assignment]
+    harness.recorded_forgery = spy  # type: ignore[assignment]
     try:
         tampered = 0
         for index in range(calls):
             args = [model(model_spec("gpt2")), tokenizer("gpt2", pad_token="eos"), literal(PROMPTS[index % 3]), literal(24)]
             tampered += kernel.call("honest", args, pace_s=0.25).status == "tampered"
     finally:
-        harness.forgery = original
+        harness.recorded_forgery = original
     run, sleep, tree = [], [], []
     for events, measured in seen:
         r, s, t = _shares(events, measured)

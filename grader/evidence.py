@@ -21,7 +21,9 @@ records are checked against evidence from outside the kernel, which no notebook 
   compared with the one read before any cell ran.
 
 :func:`forgery` says in one sentence what the records claim that the evidence rules out ("" when all is
-consistent). A call it speaks against is *tampered*: its checks fail, and the result carries the flag.
+consistent): :func:`recorded_forgery` (clock, pacing, integrity) or, failing that, :func:`scheduled_forgery`
+(CPU time, which a busy enough machine can starve an honest call of: the harness calls again before it
+believes this alone). A call it speaks against is *tampered*: its checks fail, and the result carries the flag.
 """
 
 from __future__ import annotations
@@ -138,6 +140,12 @@ def _overlapping(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict
 
 def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
     """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
+    return recorded_forgery(duration_s, events, measured) or scheduled_forgery(events, measured)
+
+
+def recorded_forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
+    """What the records claim that the grader's clock, its pacing and the runtime's integrity rule out: the same
+    records give the same answer however busy the machine was."""
     if measured.altered:
         shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
         return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
@@ -201,6 +209,13 @@ def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measure
     if overlap is not None:
         earlier, later = overlap
         return f"a {later.get('type')} event is stamped inside a {earlier.get('type')} event (the runtime records them one after another)"
+    return ""
+
+
+def scheduled_forgery(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+    """What the kernel's CPU time rules out (the main thread's timeline, the price of a token, the tree's share):
+    evidence that a machine busy enough can starve an honest call of, so the grader measures a call again before
+    it rules on this alone (grader/harness.py); a forgery repeats, a scheduling accident does not."""
     timeline = _timeline(events, measured)
     if timeline:
         return timeline

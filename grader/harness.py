@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from grader.evidence import Measured, forgery
+from grader.evidence import Measured, recorded_forgery, scheduled_forgery
 from grader.execute import KernelReply, KernelSession
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.values import bounded, decode
@@ -255,7 +255,8 @@ class Harness:
 
         The pacing used is ``pace_s`` times a factor drawn per call (``CallOutcome.pace_s``); the call's
         records are checked against the grader's own measurements, and a call they rule out comes back
-        ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`.
+        ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`. A call ruled out by
+        CPU time alone (which a busy machine can starve an honest call of) is made once more, and judged on that.
         """
         if pace_s:
             pace_s = round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
@@ -326,7 +327,8 @@ class Harness:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _ask(self, request: dict[str, Any], timeout_s: float | None) -> CallOutcome:
+    def _ask(self, request: dict[str, Any], timeout_s: float | None, measure_again: bool = True) -> CallOutcome:
+        asked = request
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
         request = {**request, "channel": channel}
         code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(request)!r})"
@@ -352,7 +354,13 @@ class Harness:
             self._clock_origin(),
             self._price(request),
         )
-        why = forgery(outcome.duration_s, outcome.events, evidence)
+        why = recorded_forgery(outcome.duration_s, outcome.events, evidence)
+        if not why:
+            why = scheduled_forgery(outcome.events, evidence)
+            if why and measure_again:
+                # CPU-time evidence alone: an overloaded machine can starve an honest call of CPU (seen once in
+                # the full suite, a generate's main thread at 4 % of 0.2 s). Call again and rule on that call.
+                return self._ask(asked, timeout_s, measure_again=False)
         outcome = replace(outcome, pace_s=pace_s)
         if not why:
             return outcome

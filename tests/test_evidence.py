@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from grader.evidence import CPU_MIN_CLAIM_S, Measured, forgery, produced_tokens
+from grader.evidence import CPU_MIN_CLAIM_S, Measured, forgery, produced_tokens, recorded_forgery, scheduled_forgery
 
 PACE = 0.2437
 
@@ -260,3 +260,25 @@ def test_an_onnx_runtime_generate_computes_off_the_main_thread() -> None:
     assert forgery(1.2, events, Measured(1.3, PACE, 0.6, timeline=idle, clock_origin=ORIGIN, token_price_s=0.01)) == ""
     torch_events = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
     assert "main thread ran" in forgery(1.2, torch_events, Measured(1.3, PACE, 0.6, timeline=idle, clock_origin=ORIGIN))
+
+
+def test_what_cpu_time_alone_rules_out_is_told_apart_from_the_records_own_contradictions() -> None:
+    """The harness calls again before ruling on CPU time alone (a busy machine can starve an honest call); what the
+    records contradict by the grader's clock, pacing or integrity does not depend on the machine's load."""
+    starved = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
+    measured = Measured(
+        1.3,
+        PACE,
+        0.6,
+        timeline=timeline((-0.01, 0.0, 0.9), (0.0, PACE, 0.0), (PACE, 0.3, 0.9), (0.3, 1.25, 0.0)),
+        clock_origin=ORIGIN,
+    )
+    assert recorded_forgery(1.2, starved, measured) == ""
+    assert scheduled_forgery(starved, measured) == forgery(1.2, starved, measured) != ""
+    priced = [tokenize(0.0), generate(0.3, 0.004 + PACE, paced=PACE, new_tokens=[4]), generate(0.6, 0.008, new_tokens=[24])]
+    assert recorded_forgery(0.7, priced, Measured(0.75, PACE, 0.2, token_price_s=PRICE)) == ""
+    assert scheduled_forgery(priced, Measured(0.75, PACE, 0.2, token_price_s=PRICE)) != ""
+    # The records' own contradictions: the same answer whatever the CPU time says.
+    altered = Measured(1.02, PACE, 0.2, altered=("runtime._sleep",))
+    assert recorded_forgery(1.0, honest(), altered) == forgery(1.0, honest(), altered) != ""
+    assert recorded_forgery(0.5, [generate(0.0, 30.0, paced=PACE)], Measured(0.6, PACE)) != ""
