@@ -138,8 +138,8 @@ def test_an_honest_timeline_is_trusted_idle_and_loaded() -> None:
         assert forgery(0.8, honest(), measured) == ""
 
 
-def test_generate_work_while_the_main_thread_slept_is_ruled_out() -> None:
-    """Events stamped over a time.sleep: the grader's clock agrees, the thread's CPU time does not."""
+def slept_through() -> tuple[list[dict[str, Any]], Measured]:
+    """A timed generate's events stamped over a time.sleep: the grader's clock agrees, the thread's CPU time does not."""
     events = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
     measured = Measured(
         1.3,
@@ -148,6 +148,12 @@ def test_generate_work_while_the_main_thread_slept_is_ruled_out() -> None:
         timeline=timeline((-0.01, 0.0, 0.9), (0.0, PACE, 0.0), (PACE, 0.3, 0.9), (0.3, 1.25, 0.0)),
         clock_origin=ORIGIN,
     )
+    return events, measured
+
+
+def test_generate_work_while_the_main_thread_slept_is_ruled_out() -> None:
+    """Events stamped over a time.sleep: the grader's clock agrees, the thread's CPU time does not."""
+    events, measured = slept_through()
     why = forgery(1.2, events, measured)
     assert why.startswith("a generate call claims 0.300 s of work on the CPU, during which the kernel's main thread ran 0.000 s")
 
@@ -265,14 +271,7 @@ def test_an_onnx_runtime_generate_computes_off_the_main_thread() -> None:
 def test_what_cpu_time_alone_rules_out_is_told_apart_from_the_records_own_contradictions() -> None:
     """The harness calls again before ruling on CPU time alone (a busy machine can starve an honest call); what the
     records contradict by the grader's clock, pacing or integrity does not depend on the machine's load."""
-    starved = [tokenize(0.0), generate(0.3, 0.3 + PACE, paced=PACE), generate(0.9, 0.3)]
-    measured = Measured(
-        1.3,
-        PACE,
-        0.6,
-        timeline=timeline((-0.01, 0.0, 0.9), (0.0, PACE, 0.0), (PACE, 0.3, 0.9), (0.3, 1.25, 0.0)),
-        clock_origin=ORIGIN,
-    )
+    starved, measured = slept_through()  # as a forgery over a sleep, or an honest call starved of CPU, shows
     assert recorded_forgery(1.2, starved, measured) == ""
     assert scheduled_forgery(starved, measured) == forgery(1.2, starved, measured) != ""
     priced = [tokenize(0.0), generate(0.3, 0.004 + PACE, paced=PACE, new_tokens=[4]), generate(0.6, 0.008, new_tokens=[24])]
