@@ -207,9 +207,11 @@ def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) ->
 
 
 def _worker_context() -> Any:
-    """Where workers come from: forked from a fork server that imported WORKER_PRELOAD (and started no thread),
-    or, without one, spawned afresh. Never forked from this process, whose threads and locks a child would copy."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """Where workers come from: on Linux, forked from a fork server that imported WORKER_PRELOAD (and started no
+    thread), which dies with this process (grader.worker_server, ``prctl``); elsewhere spawned afresh (macOS has a
+    fork server too, but no ``prctl`` to tie it to the run, and forking after torch's import is unsafe there).
+    Never forked from this process, whose threads and locks a child would copy."""
+    if not sys.platform.startswith("linux") or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(WORKER_PRELOAD)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import SEED
+from tests.corpus import CORPUS
 
 # What only an instructor's grader talks about: a student's self-check never shows these.
 INSTRUCTOR_WORDS = ("Sandbox", "sandbox", "as root", "Errno", "namespace", "kernel uid", "unprivileged")
@@ -92,12 +93,14 @@ def results(out: Path, submission: str) -> GradescopeResults:
     return GradescopeResults.model_validate(json.loads((out / submission / "results.json").read_text()))
 
 
+# One run grades an assignment's samples and corpus (40-odd notebooks): every test of its module waits for it,
+# on a loaded machine for longer than the suite's 600 s per test.
+CORPUS_TIMEOUT_S = 2400
+
+
 def grade_samples(tmp_path_factory: Any, root: Path, assignment: str) -> Path:
     """Run the real `grade` command once on an assignment's sample submissions and its corpus of independently
     written notebooks (tests/corpus/<assignment>), as one batch; the output folder."""
-    from tests.corpus import CORPUS
-    from tests.corpus_checks import CORPUS_TIMEOUT_S
-
     out: Path = tmp_path_factory.mktemp(f"graded-{assignment}")
     run_grade(
         str(root / "submissions" / assignment), str(CORPUS / assignment), "--out", str(out), cwd=root, timeout=CORPUS_TIMEOUT_S

@@ -11,10 +11,6 @@ import pytest
 from tests.contract import results
 from tests.corpus import also_loses, cheats, correct, flagged, variants
 
-# One run grades an assignment's samples and corpus (40-odd notebooks): its first test waits for it, on a
-# loaded machine for longer than the suite's 600 s per test.
-CORPUS_TIMEOUT_S = 2400
-
 
 def assert_full_marks(out: Path, submission: str) -> None:
     """Every automatic point, and no written answer rejected (skipped GPU checks aside)."""
@@ -59,16 +55,15 @@ def corpus_tests(
 
     They read the module's ``graded`` fixture: one `grade` run over the samples and the corpus together
     (:func:`tests.contract.grade_samples`), so xdist's ``--dist loadfile`` grades each assignment once, on one
-    worker. ``written`` names the sample mistakes that lie in written answers, with the checks that must reject them.
+    worker; the module's ``pytestmark`` gives every test the run's timeout (CORPUS_TIMEOUT_S). ``written``
+    names the sample mistakes that lie in written answers, with the checks that must reject them.
     """
 
     @pytest.mark.parametrize("submission", correct(assignment))
-    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_correct_notebook_keeps_every_point(graded: Path, submission: str) -> None:
         assert_full_marks(graded, submission)
 
     @pytest.mark.parametrize("submission", sorted(variants(assignment)))
-    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_variant_loses_its_samples_points(graded: Path, submission: str) -> None:
         mistake = variants(assignment)[submission]
         assert_flags(graded, submission, set())  # an honest mistake is not tampering
@@ -78,7 +73,6 @@ def corpus_tests(
         assert_loses_the_samples_points(graded, submission, mistakes[mistake][0] | also_loses(assignment, submission))
 
     @pytest.mark.parametrize("submission", sorted(cheats(assignment)))
-    @pytest.mark.timeout(CORPUS_TIMEOUT_S)
     def test_cheat_loses_the_points_it_cheats_for(graded: Path, submission: str) -> None:
         assert_loses_the_samples_points(graded, submission, cheats(assignment)[submission])
         # A cheat that forges the grader's records is flagged for each function it forges them in, and only those.

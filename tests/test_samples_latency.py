@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import assert_loses_exactly, grade_samples, results
-from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-precision-case": ({"precision-names"}, "accept any capitalisation"),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import assert_loses_exactly, grade_samples, results
-from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import corpus_tests
 
 # sample -> (checks that lose points, words the failing message must contain)
 MISTAKES: dict[str, tuple[set[str], str]] = {

@@ -17,8 +17,8 @@ import pytest
 
 from grader.execute import KernelSession
 from grader.zoo import ModelZoo
-from tests.contract import assert_loses_exactly, grade_samples, results
-from tests.corpus_checks import CORPUS_TIMEOUT_S, corpus_tests
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, results
+from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-exported-not-quantized": ({"ptq-quantized"}, "it was exported but not quantized"),
