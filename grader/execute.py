@@ -231,7 +231,7 @@ class KernelSession:
         interrupt_grace_s: float = 5.0,
         preload: tuple[str, ...] = (),
         sandbox: SandboxPolicy | None = None,
-        template: KernelTemplate | None = None,
+        template: TemplateClient | None = None,
     ) -> None:
         self.workdir = workdir
         self.template = template if sandbox is not None and sandbox.isolation.namespaces != "none" else None
@@ -759,6 +759,10 @@ PRELOAD = ("torch", "transformers", "transformers.generation.utils", "transforme
 # IPython it is imported in), nor Optimum's ONNX Runtime models or bitsandbytes (importing them
 # starts a thread, and a process with threads cannot be forked safely).
 TEMPLATE_EXTRAS = ("pandas", "matplotlib", "matplotlib.font_manager")
+# Imported by a template only where torch was built for CPUs alone: bitsandbytes (about a second of CPU to
+# each ptq-bnb kernel, its kernels compiled with torch.compile at import) asks torch for GPUs when imported, and
+# a process that has started a GPU driver cannot fork a kernel that uses it. It starts no thread on one thread.
+TEMPLATE_CPU_EXTRAS = ("bitsandbytes",)
 
 
 class KernelSupply:
@@ -776,20 +780,19 @@ class KernelSupply:
         preload: tuple[str, ...] = PRELOAD,
         sandbox: SandboxPolicy | None = None,
         fork: bool = True,
+        shared: TemplateAddress | None = None,
     ) -> None:
         self.env = dict(env)
         self.warm = warm
         self.preload = preload
         self.sandbox = sandbox
         self._next: KernelSession | None = None
-        self.template: KernelTemplate | None = None
-        self.why_launched: str | None = None  # why kernels are launched rather than forked
-        if not fork:
-            self.why_launched = "forking kernels was turned off"
-        elif sandbox is None or sandbox.isolation.namespaces == "none" or not sys.platform.startswith("linux"):
-            self.why_launched = "forking a kernel needs the sandbox's namespaces (Linux)"
-        else:
-            self.template = KernelTemplate.start(zoo_viewed_env(self.env, sandbox), preload, TEMPLATE_EXTRAS)
+        self.template: TemplateClient | None = None
+        self.why_launched = why_launched(sandbox, fork)  # why kernels are launched rather than forked
+        if self.why_launched is None and shared is not None:
+            self.template = SharedTemplate(shared)  # the run's, started with this supply's env and preloads
+        elif self.why_launched is None and sandbox is not None:
+            self.template = start_template(self.env, sandbox, preload)
 
     def _stop_forking(self, why: str) -> None:
         """Launch this kernel and every later one: the template cannot serve (``why``)."""
@@ -839,6 +842,20 @@ class KernelSupply:
             self.template = None
 
 
+def why_launched(sandbox: SandboxPolicy | None, fork: bool = True) -> str | None:
+    """Why kernels are launched afresh rather than forked from a template (None: they are forked)."""
+    if not fork:
+        return "forking kernels was turned off"
+    if sandbox is None or sandbox.isolation.namespaces == "none" or not sys.platform.startswith("linux"):
+        return "forking a kernel needs the sandbox's namespaces (Linux)"
+    return None
+
+
+def start_template(env: Mapping[str, str], sandbox: SandboxPolicy, preload: tuple[str, ...] = PRELOAD) -> KernelTemplate:
+    """A template for kernels with environment ``env`` in ``sandbox``, importing ``preload`` (and the extras)."""
+    return KernelTemplate.start(zoo_viewed_env(env, sandbox), preload, TEMPLATE_EXTRAS, TEMPLATE_CPU_EXTRAS)
+
+
 def zoo_viewed_env(env: Mapping[str, str], sandbox: SandboxPolicy) -> dict[str, str]:
     """``env`` with the zoo's paths as a sandboxed kernel sees them (its read-only view at
     :data:`ZOO_VIEW`), when the kernel has a root of its own and reads the zoo."""
@@ -853,17 +870,89 @@ def zoo_viewed_env(env: Mapping[str, str], sandbox: SandboxPolicy) -> dict[str, 
     return viewed
 
 
-class KernelTemplate:
+@dataclass(frozen=True)
+class TemplateAddress:
+    """Where a kernel template serves forks (``socket``), and its process (``pid``): what a run's workers
+    are told of the template its main process started for all of them."""
+
+    socket: str
+    pid: int
+
+
+class TemplateClient:
+    """How a kernel is forked from a template: its socket, the client that asks it, the fork's watcher."""
+
+    socket: Path
+    problem: str | None = None
+
+    def ready(self, timeout_s: float = 120.0) -> bool:
+        """Whether the template serves forks (waiting for its imports, at most ``timeout_s``)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop using the template (and stop it, where this process started it)."""
+
+    def client_argv(self, policy: Mapping[str, object], command: list[str], pidfile: Path) -> list[str]:
+        """What the kernel manager starts in place of ``command``: a client of this template."""
+        return [sys.executable, "-m", "grader.kernel.forked", str(self.socket), str(pidfile), json.dumps(policy), "--", *command]
+
+    @staticmethod
+    def watcher_pid(pidfile: Path, client: Any, timeout_s: float) -> int | None:
+        """The pid of the forked kernel's watcher (the root of its process tree), once the
+        client has written it; None if the client ended first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                return int(pidfile.read_text())
+            if client.poll() is not None:
+                return None
+            time.sleep(0.005)
+        return None
+
+
+class SharedTemplate(TemplateClient):
+    """A template another process started and stops (the run's main process, for all its workers)."""
+
+    def __init__(self, address: TemplateAddress) -> None:
+        self.address = address
+        self.socket = Path(address.socket)
+
+    def ready(self, timeout_s: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.socket.exists():  # it appears once the template accepts (see grader.kernel.template)
+            if not _process_exists(self.address.pid):
+                self.problem = "the run's kernel template ended before it was ready"
+                return False
+            if time.monotonic() > deadline:
+                self.problem = f"the run's kernel template was not ready after {timeout_s:.0f} s"
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class KernelTemplate(TemplateClient):
     """A process that has imported what every kernel imports and forks each kernel from itself
     (see :mod:`grader.kernel.template`), so that a kernel's start costs milliseconds of CPU
     instead of seconds. It starts with the kernels' environment (the zoo as they see it, a home
-    of its own) and is stopped with its worker; it never runs a notebook's code."""
+    of its own) and is stopped by the process that started it (a worker, or a run's main process
+    for all its workers); it never runs a notebook's code."""
 
     def __init__(self, process: subprocess.Popen[str], folder: Path) -> None:
         self.process = process
         self.folder = folder
         self.socket = folder / "template.sock"
         self.problem: str | None = None
+        self.address = TemplateAddress(str(self.socket), process.pid)
         self._ready = threading.Event()
         self._answered = threading.Event()
         self._said: list[str] = []  # the last lines of its standard error (drained, so it never blocks)
@@ -871,9 +960,11 @@ class KernelTemplate:
         threading.Thread(target=self._drain, name="kernel-template-stderr", daemon=True).start()
 
     @classmethod
-    def start(cls, env: Mapping[str, str], preload: tuple[str, ...], extras: tuple[str, ...] = ()) -> KernelTemplate:
+    def start(
+        cls, env: Mapping[str, str], preload: tuple[str, ...], extras: tuple[str, ...] = (), cpu_extras: tuple[str, ...] = ()
+    ) -> KernelTemplate:
         """Start a template in the background (it imports ``preload``, and ``extras`` where they
-        are installed, for a few seconds, then says ready)."""
+        are installed, ``cpu_extras`` too where torch was built for CPUs only, for a few seconds, then says ready)."""
         folder = Path(tempfile.mkdtemp(prefix="llm-grader-template-"))  # 0700: the grader's user only
         home = folder / "home"
         home.mkdir()
@@ -898,7 +989,15 @@ class KernelTemplate:
         # On its standard input, not its command line, which every kernel it forks shows as its own.
         with contextlib.suppress(OSError):  # a template that died at once says why on its standard error
             process.stdin.write(
-                json.dumps({"socket": str(folder / "template.sock"), "preload": list(preload), "extras": list(extras)}) + "\n"
+                json.dumps(
+                    {
+                        "socket": str(folder / "template.sock"),
+                        "preload": list(preload),
+                        "extras": list(extras),
+                        "cpu_extras": list(cpu_extras),
+                    }
+                )
+                + "\n"
             )
         with contextlib.suppress(OSError):
             process.stdin.close()
@@ -926,28 +1025,10 @@ class KernelTemplate:
                     self._said = [*self._said[-19:], line.strip()]
 
     def ready(self, timeout_s: float = 120.0) -> bool:
-        """Whether the template serves forks (waiting for its imports, at most ``timeout_s``)."""
         if not self._answered.wait(timeout_s):
             self.problem = f"it was not ready after {timeout_s:.0f} s"
             return False
         return self._ready.is_set() and self.process.poll() is None
-
-    def client_argv(self, policy: Mapping[str, object], command: list[str], pidfile: Path) -> list[str]:
-        """What the kernel manager starts in place of ``command``: a client of this template."""
-        return [sys.executable, "-m", "grader.kernel.forked", str(self.socket), str(pidfile), json.dumps(policy), "--", *command]
-
-    @staticmethod
-    def watcher_pid(pidfile: Path, client: Any, timeout_s: float) -> int | None:
-        """The pid of the forked kernel's watcher (the root of its process tree), once the
-        client has written it; None if the client ended first."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, ValueError):
-                return int(pidfile.read_text())
-            if client.poll() is not None:
-                return None
-            time.sleep(0.005)
-        return None
 
     def close(self) -> None:
         """Stop the template (its kernels have watchers of their own) and remove its folder."""

@@ -17,7 +17,7 @@ import secrets
 import shutil
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.checks.base import tampered_verdict
 from grader.course import Assignment, Course
 from grader.errors import GraderError, KernelError
-from grader.execute import ExecutionRecord, KernelSupply, populate_workdir
+from grader.execute import ExecutionRecord, KernelSupply, TemplateAddress, populate_workdir, start_template, why_launched
 from grader.harness import Harness
 from grader.notebook import Identification, identify_assignment, read_notebook
 from grader.notebook_check import GRADING_KERNEL_ENV
@@ -74,16 +74,26 @@ UNSANDBOXED_NOTE = "Your notebook ran as an ordinary program on this computer, a
 class Grader:
     """Grades submissions of a course; one instance per run (reference models are shared)."""
 
-    def __init__(self, course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> None:
+    def __init__(
+        self, course: Course, zoo: ModelZoo | None, settings: GradingSettings, shared: SharedKernels | None = None
+    ) -> None:
+        """``shared``: the sandbox and kernel template of the run this grader is a worker of (default: its own)."""
         self.course = course
         self.zoo = zoo
         self.settings = settings
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self.models = ReferenceModels(zoo)
         self._references: dict[str, ReferenceSide] = {}
-        self.sandbox = self._sandbox_policy() if settings.sandbox else None
+        if shared is not None:
+            self.sandbox = shared.sandbox
+        else:
+            self.sandbox = sandbox_policy(course, zoo, settings) if settings.sandbox else None
         self.kernels = KernelSupply(
-            self._kernel_env(), warm=settings.warm_kernels, sandbox=self.sandbox, fork=settings.fork_kernels
+            kernel_environment(zoo, settings),
+            warm=settings.warm_kernels,
+            sandbox=self.sandbox,
+            fork=settings.fork_kernels,
+            shared=shared.template if shared is not None else None,
         )
 
     def close(self) -> None:
@@ -336,48 +346,12 @@ class Grader:
             checks = [check for check in checks if check.target in self.settings.targets]
         return checks
 
-    def _kernel_env(self) -> dict[str, str]:
-        """The kernel's environment: an allow-list of the grader's, plus what the kernel needs."""
-        extra = dict(self.zoo.kernel_env()) if self.zoo is not None else {}
-        extra["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-        extra["PYTHONUNBUFFERED"] = "1"
-        extra[GRADING_KERNEL_ENV] = "1"
-        if self.settings.kernel_threads:
-            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                extra[name] = str(self.settings.kernel_threads)
-        extra["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
-        if self.zoo is None:  # real models: the kernel may need the grader's Hugging Face settings
-            extra.update({name: value for name, value in os.environ.items() if name.startswith(("HF_", "TRANSFORMERS_"))})
-        return kernel_env(os.environ, extra)
-
-    def _all_limits(self) -> list[Limits]:
-        limits = []
-        for name in self.course.names():
-            with contextlib.suppress(GraderError):
-                limits.append(self.course.assignment(name).rubric.limits)
-        return limits or [Limits()]
-
     def _max_notebook_bytes(self, assignment_name: str | None) -> int:
         """The size limit for a notebook: its assignment's, or the largest any assignment allows."""
         if assignment_name is not None:
             with contextlib.suppress(GraderError):
                 return self.course.assignment(assignment_name).rubric.limits.max_notebook_mib * 1024**2
-        return max(limits.max_notebook_mib for limits in self._all_limits()) * 1024**2
-
-    def _sandbox_policy(self) -> SandboxPolicy:
-        """How this run's kernels are isolated (probed on this machine) and limited."""
-        zoo_dir = str(self.zoo.cache_dir) if self.zoo is not None else None
-        view = kernel_view_for(self.course.root, self.settings.hidden_paths)
-        limits = self._all_limits()
-        return SandboxPolicy(
-            isolation=probe_isolation(zoo_dir, view),
-            visible=view.visible,
-            masks=view.masks,
-            zoo_dir=zoo_dir,
-            memory_bytes=max(item.memory_mib for item in limits) * 1024**2,
-            max_processes=max(item.max_processes for item in limits),
-            max_file_bytes=max(item.max_file_mib for item in limits) * 1024**2,
-        )
+        return max(limits.max_notebook_mib for limits in all_limits(self.course)) * 1024**2
 
     def _provenance(self, path: Path, assignment: Assignment | None) -> dict[str, Any]:
         provenance: dict[str, Any] = {
@@ -392,6 +366,70 @@ class Grader:
         if self.zoo is not None:
             provenance["zoo"] = self.zoo.key
         return provenance
+
+
+def all_limits(course: Course) -> list[Limits]:
+    """The limits of every assignment of the course that has a readable rubric."""
+    limits = []
+    for name in course.names():
+        with contextlib.suppress(GraderError):
+            limits.append(course.assignment(name).rubric.limits)
+    return limits or [Limits()]
+
+
+def kernel_environment(zoo: ModelZoo | None, settings: GradingSettings) -> dict[str, str]:
+    """The kernels' environment: an allow-list of the grader's, plus what a kernel needs."""
+    extra = dict(zoo.kernel_env()) if zoo is not None else {}
+    extra["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    extra["PYTHONUNBUFFERED"] = "1"
+    extra[GRADING_KERNEL_ENV] = "1"
+    if settings.kernel_threads:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            extra[name] = str(settings.kernel_threads)
+    extra["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
+    if zoo is None:  # real models: the kernel may need the grader's Hugging Face settings
+        extra.update({name: value for name, value in os.environ.items() if name.startswith(("HF_", "TRANSFORMERS_"))})
+    return kernel_env(os.environ, extra)
+
+
+def sandbox_policy(course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> SandboxPolicy:
+    """How a run's kernels are isolated (probed on this machine) and limited."""
+    zoo_dir = str(zoo.cache_dir) if zoo is not None else None
+    view = kernel_view_for(course.root, settings.hidden_paths)
+    limits = all_limits(course)
+    return SandboxPolicy(
+        isolation=probe_isolation(zoo_dir, view),
+        visible=view.visible,
+        masks=view.masks,
+        zoo_dir=zoo_dir,
+        memory_bytes=max(item.memory_mib for item in limits) * 1024**2,
+        max_processes=max(item.max_processes for item in limits),
+        max_file_bytes=max(item.max_file_mib for item in limits) * 1024**2,
+    )
+
+
+@dataclass(frozen=True)
+class SharedKernels:
+    """What a run's workers share, set up once by its main process: the sandbox (probed once) and the kernel
+    template every worker forks its kernels from (None: each worker launches its kernels, see ``why_launched``)."""
+
+    sandbox: SandboxPolicy | None
+    template: TemplateAddress | None
+
+
+@contextlib.contextmanager
+def shared_kernels(course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> Iterator[SharedKernels]:
+    """The sandbox and, where kernels are forked, one kernel template for all of a run's workers (one template
+    instead of one per worker: each costs about 4 s of CPU to import torch and transformers); stopped on exit."""
+    sandbox = sandbox_policy(course, zoo, settings) if settings.sandbox else None
+    template = None
+    if sandbox is not None and why_launched(sandbox, settings.fork_kernels) is None:
+        template = start_template(kernel_environment(zoo, settings), sandbox)
+    try:
+        yield SharedKernels(sandbox, template.address if template is not None else None)
+    finally:
+        if template is not None:
+            template.close()
 
 
 def kernel_view_for(course_root: Path, hidden_paths: tuple[str, ...] = ()) -> KernelView:

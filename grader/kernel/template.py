@@ -2,8 +2,9 @@
 
 Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a grading worker (see
 :class:`grader.execute.KernelTemplate`), with the kernels' environment and, on its standard
-input, one line ``{"socket": SOCKET, "preload": [MODULE, ...], "extras": [MODULE, ...]}``. It imports
-the modules of ``preload``, those of ``extras`` that are installed, and ipykernel (about 4 s of CPU that a launched kernel
+input, one line ``{"socket": SOCKET, "preload": [MODULE, ...], "extras": [MODULE, ...], "cpu_extras": [MODULE, ...]}``.
+It imports the modules of ``preload``, those of ``extras`` that are installed (and of ``cpu_extras``, where
+torch was built for CPUs only), and ipykernel (about 4 s of CPU that a launched kernel
 pays each time), starts no thread, reads nothing of the course, the submissions or the seed,
 prints ``ready`` and then serves fork requests on the Unix socket ``SOCKET`` (in a folder only
 the grader's user can enter).
@@ -30,6 +31,7 @@ lock held by another thread.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -214,6 +216,16 @@ def _leave_nothing_behind(folder: str) -> None:
         os._exit(0)
 
 
+def _cpu_only_torch() -> bool:
+    """Whether the imported torch was built for no GPU at all: then a module that asks torch for GPUs when
+    imported (bitsandbytes does) cannot start a GPU driver in the template, which no forked kernel could use."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    xpu = getattr(torch, "xpu", None)
+    return torch.version.cuda is None and torch.version.hip is None and not (xpu is not None and xpu._is_compiled())
+
+
 def main() -> int:
     """Read where to listen and what to import, import, say ready, serve."""
     try:  # from standard input, not the command line, which every kernel it forks shows as its own
@@ -229,16 +241,26 @@ def main() -> int:
     _leave_nothing_behind(os.path.dirname(os.path.abspath(socket_path)))
     for module in preload:
         importlib.import_module(module)
-    for module in order.get("extras", []):
+    extras = [str(module) for module in order.get("extras", [])]
+    if _cpu_only_torch():
+        extras += [str(module) for module in order.get("cpu_extras", [])]
+    for module in extras:
         with contextlib.suppress(ImportError):  # not installed: the notebook imports it, or not
-            importlib.import_module(str(module))
+            importlib.import_module(module)
     importlib.import_module("ipykernel.kernelapp")
     if _threads() != 1:
         print(f"the kernel template has {_threads()} threads after its imports; it cannot fork safely", file=sys.stderr)
         return launcher.EXIT_LAUNCH_FAILED
+    # What was imported lives as long as every kernel: the collector of a kernel need not walk it
+    # again at each full collection (about 0.1 s of CPU each, with torch and transformers loaded),
+    # and a fork shares its pages rather than copying them as the collector touches them.
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(socket_path)
+    listener.bind(socket_path + ".binding")
     listener.listen(16)
+    # The socket appears under its name only once it accepts: a worker that did not start the
+    # template (it shares the run's) takes its presence as "ready".
+    os.rename(socket_path + ".binding", socket_path)
     print(READY, flush=True)
     serve(listener)
     return 0
