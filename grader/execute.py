@@ -921,10 +921,10 @@ class SharedTemplate(TemplateClient):
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():  # it appears once the template accepts (see grader.kernel.template)
             if not _process_exists(self.address.pid):
-                self.problem = "the run's kernel template ended before it was ready"
+                self.problem = "it ended before it was ready"
                 return False
             if time.monotonic() > deadline:
-                self.problem = f"the run's kernel template was not ready after {timeout_s:.0f} s"
+                self.problem = f"it was not ready after {timeout_s:.0f} s"
                 return False
             time.sleep(0.05)
         return True

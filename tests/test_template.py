@@ -6,13 +6,16 @@ Real kernels, forked by a real template inside the grader's sandbox; nothing is 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from grader.authoring import make_notebook
-from grader.execute import KernelSession, KernelSupply
+from grader.execute import KernelSession, KernelSupply, TemplateAddress, start_template
 from grader.grading import Grader
 from grader.sandbox import WARNING_PREFIX, sandbox_notices
 
@@ -127,6 +130,46 @@ def test_a_forked_kernel_is_interrupted_and_stopped_like_a_launched_one(forked: 
         record = session.run_notebook(make_notebook(None, [("code", stubborn), ("code", "print(1)")]), 3, 60)
         assert [p.kind for p in record.problems] == ["timeout", "not-run"]
         assert not session.alive
+
+
+def test_the_workers_of_a_run_fork_their_kernels_from_its_one_template(grader: Grader, two_threads: dict[str, str]) -> None:
+    """As a run's main process starts one template and each worker's supply is given its address."""
+    assert grader.sandbox is not None
+    template = start_template(two_threads, grader.sandbox)
+    try:
+        parents, modes = [], []
+        for _ in range(2):  # two workers' supplies
+            supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, shared=template.address)
+            session = supply.take(warm_next=False)
+            with session:
+                notebook = make_notebook(None, [("code", "print(6 * 7)")])
+                assert session.run_notebook(notebook, 30, 60).problems == ()
+                assert notebook.cells[0].outputs[0]["text"] == "42\n"
+                assert session.root_pid is not None
+                parents.append(psutil.Process(session.root_pid).ppid())  # the kernel's watcher: the template's child
+            modes.append(session.mode)
+            supply.close()
+        assert modes == ["forked", "forked"] and parents == [template.process.pid] * 2
+        assert template.process.poll() is None  # a worker that is done leaves the run's template serving
+    finally:
+        template.close()
+    assert not template.folder.exists()
+
+
+def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(grader: Grader, tmp_path: Path) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    address = TemplateAddress(str(tmp_path / "template.sock"), ended.pid)  # never bound: its process has ended
+    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, shared=address)
+    try:
+        session = supply.take(warm_next=False)
+        with session:
+            notebook = make_notebook(None, [("code", "print(6 * 7)")])
+            assert session.run_notebook(notebook, 30, 60).problems == ()
+        assert session.mode == "launched"
+        assert supply.why_launched == "the kernel template could not start: it ended before it was ready"
+    finally:
+        supply.close()
 
 
 def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grader: Grader, tmp_path: Path) -> None:

@@ -1,13 +1,13 @@
 """A kernel template: a process that has imported what every kernel imports, and forks kernels.
 
-Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a grading worker (see
-:class:`grader.execute.KernelTemplate`), with the kernels' environment and, on its standard
+Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a run's main process for all its
+workers, or by a grader that grades alone (see :class:`grader.execute.KernelTemplate`), with the kernels' environment and, on its standard
 input, one line ``{"socket": SOCKET, "preload": [MODULE, ...], "extras": [MODULE, ...], "cpu_extras": [MODULE, ...]}``.
 It imports the modules of ``preload``, those of ``extras`` that are installed (and of ``cpu_extras``, where
 torch was built for CPUs only), and ipykernel (about 4 s of CPU that a launched kernel
 pays each time), starts no thread, reads nothing of the course, the submissions or the seed,
 prints ``ready`` and then serves fork requests on the Unix socket ``SOCKET`` (in a folder only
-the grader's user can enter).
+the grader's user can enter; the socket appears under that name once it accepts).
 
 A request comes from :mod:`grader.kernel.forked`, which the kernel manager starts in place of
 the kernel. For each request the template forks a child that never returns to it, and the
@@ -168,7 +168,7 @@ def _child(listener: socket.socket, connection: socket.socket, payload: list[byt
 
 
 def serve(listener: socket.socket) -> None:
-    """Fork a child for each request, forever (until the grader's worker is gone)."""
+    """Fork a child for each request, forever (until the process that started the template is gone)."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the system
     while True:
         connection, _ = listener.accept()
@@ -203,7 +203,7 @@ def serve(listener: socket.socket) -> None:
 
 def _leave_nothing_behind(folder: str) -> None:
     """Fork a janitor that removes the template's folder (its socket) when the template ends,
-    however it ends: the template dies with its worker, by SIGKILL, and cannot clean up itself."""
+    however it ends: the template dies with the process that started it, by SIGKILL, and cannot clean up itself."""
     if os.fork() != 0:
         return
     try:
