@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from grader.authoring import make_notebook
@@ -85,11 +86,14 @@ def test_the_working_copy_holds_only_the_notebook_and_given_files(tmp_path: Path
 
 def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Path) -> None:
     supply = KernelSupply(os.environ, warm=True, preload=("json", "email.mime.text"))
+    taken: list[KernelSession] = []
     try:
         first = supply.take(warm_next=True)  # launches the next one at once
         second = supply.take(warm_next=False)
+        taken += [first, second]
         assert first is not second and first.workdir != second.workdir
         third = supply.take(warm_next=False)
+        taken.append(third)
         assert third is not second  # never handed out twice
         third.close()
         (second.workdir / "data.txt").write_text("given after the launch")
@@ -103,5 +107,7 @@ def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Pa
             reply = second.request("print(loaded, 'email' in names, 'json' in names, files)", channel="-", timeout_s=10)
         assert reply.stdout.strip() == "True False False ['data.txt']"
     finally:
-        first.close()
+        for session in taken:
+            session.close()
+            shutil.rmtree(session.workdir, ignore_errors=True)  # as the grader removes a submission's
         supply.close()

@@ -5,7 +5,9 @@ Real kernels, forked by a real template inside the grader's sandbox; nothing is 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,9 +70,19 @@ def policy_in_frames():
 """
 
 
-def probe(supply: KernelSupply) -> tuple[str, dict]:
+@contextlib.contextmanager
+def taken(supply: KernelSupply) -> Iterator[KernelSession]:
+    """A kernel of ``supply``, connected; its working folder goes with it, as the grader removes a submission's."""
     session = supply.take(warm_next=False)
-    with session:
+    try:
+        with session:
+            yield session
+    finally:
+        shutil.rmtree(session.workdir, ignore_errors=True)
+
+
+def probe(supply: KernelSupply) -> tuple[str, dict]:
+    with taken(supply) as session:
         notebook = make_notebook(None, [("code", FRAMES), ("code", PROBE)])
         record = session.run_notebook(notebook, 120, 240)
         assert record.problems == (), record.problems
@@ -119,9 +131,8 @@ def test_a_forked_kernel_keeps_nothing_of_the_template(forked: KernelSupply) -> 
 
 
 def test_a_forked_kernel_is_interrupted_and_stopped_like_a_launched_one(forked: KernelSupply) -> None:
-    session = forked.take(warm_next=False)
-    session.interrupt_grace_s = 3
-    with session:
+    with taken(forked) as session:
+        session.interrupt_grace_s = 3
         notebook = make_notebook(None, [("code", "x = 41"), ("code", "while True:\n    pass"), ("code", "print(x + 1)")])
         record = session.run_notebook(notebook, cell_timeout_s=3, notebook_timeout_s=60)
         assert [(p.cell_index, p.kind) for p in record.problems] == [(1, "timeout")]
@@ -140,8 +151,7 @@ def test_the_workers_of_a_run_fork_their_kernels_from_its_one_template(grader: G
         parents, modes = [], []
         for _ in range(2):  # two workers' supplies
             supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, shared=template.address)
-            session = supply.take(warm_next=False)
-            with session:
+            with taken(supply) as session:
                 notebook = make_notebook(None, [("code", "print(6 * 7)")])
                 assert session.run_notebook(notebook, 30, 60).problems == ()
                 assert notebook.cells[0].outputs[0]["text"] == "42\n"
@@ -162,8 +172,7 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
     address = TemplateAddress(str(tmp_path / "template.sock"), ended.pid)  # never bound: its process has ended
     supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, shared=address)
     try:
-        session = supply.take(warm_next=False)
-        with session:
+        with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
             assert session.run_notebook(notebook, 30, 60).problems == ()
         assert session.mode == "launched"
@@ -175,8 +184,7 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
 def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grader: Grader, tmp_path: Path) -> None:
     supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, preload=("torch", "no_such_module_x"))
     try:
-        session = supply.take(warm_next=False)
-        with session:
+        with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
             assert session.run_notebook(notebook, 30, 60).problems == ()
             assert notebook.cells[0].outputs[0]["text"] == "42\n"
@@ -189,6 +197,7 @@ def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grade
 def test_without_a_sandbox_kernels_are_launched(tmp_path: Path) -> None:
     session = KernelSession(tmp_path, {}, template=None)
     assert session.mode == "launched"
+    session.close()  # its connection folder
 
 
 def test_the_run_says_how_its_kernels_were_started() -> None:
