@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from grader import __version__
+from grader import __version__, scratch
 from grader.errors import GraderError, UsageError
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def main() -> None:
 
     quiet_library_defaults()
     share_cpus()
+    scratch.start_run()  # before any worker starts: they name their folders after the run
 
 
 @main.command("run", context_settings=CONTEXT)
@@ -120,7 +121,7 @@ def run(
     """
     console = Console(stderr=True, quiet=quiet)
     try:
-        with tempfile.TemporaryDirectory(prefix="llm-grader-unpacked-") as unpacked:
+        with scratch.temporary_directory("unpacked") as unpacked:
             paths = tuple(_from_stdin(Path(unpacked)) if str(path) == "-" else path for path in paths)
             outcome = _grade(
                 paths,

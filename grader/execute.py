@@ -34,6 +34,7 @@ from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from grader import scratch
 from grader.errors import KernelError
 from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
@@ -241,7 +242,7 @@ class KernelSession:
         self.interrupt_grace_s = interrupt_grace_s
         self.preload = preload
         self.sandbox = sandbox
-        self._runtime_dir = Path(tempfile.mkdtemp(prefix="llm-grader-kernel-"))
+        self._runtime_dir = scratch.mkdtemp("kernel")
         self._client: BoundedNotebookClient | None = None
         self._km: AsyncKernelManager | None = None
         self._connected = False
@@ -802,7 +803,7 @@ class KernelSupply:
             self.template = None
 
     def _launch(self) -> KernelSession:
-        workdir = Path(tempfile.mkdtemp(prefix="llm-grader-work-"))
+        workdir = scratch.mkdtemp("work")
         if self.template is not None and not self.template.ready():
             self._stop_forking(f"the kernel template could not start: {self.template.problem}")
         if self.template is not None:
@@ -965,7 +966,7 @@ class KernelTemplate(TemplateClient):
     ) -> KernelTemplate:
         """Start a template in the background (it imports ``preload``, and ``extras`` where they
         are installed, ``cpu_extras`` too where torch was built for CPUs only, for a few seconds, then says ready)."""
-        folder = Path(tempfile.mkdtemp(prefix="llm-grader-template-"))  # 0700: the grader's user only
+        folder = scratch.mkdtemp("template")  # 0700: the grader's user only
         home = folder / "home"
         home.mkdir()
         process = subprocess.Popen(

@@ -8,12 +8,12 @@ the kernel runtime uses, so the reference and the student see the same model.
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from grader import scratch
 from grader.errors import CourseError
 from grader.kernel import runtime
 from grader.quiet import quiet_libraries
@@ -119,7 +119,7 @@ class ReferenceModels:
         folder): for what the grader derives from a model and hands every kernel the same, such as a quantized copy."""
         key = f"built:{key}"
         if key not in self._cache:
-            folder = tempfile.TemporaryDirectory(prefix="llm-grader-built-")
+            folder = scratch.temporary_directory("built")
             build(Path(folder.name) / "files")
             self._cache[key] = folder
         return Path(self._cache[key].name) / "files"

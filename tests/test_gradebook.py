@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -95,9 +96,20 @@ def test_workers_agree_with_one_worker_and_unchanged_submissions_are_skipped(
 
 
 def test_a_run_killed_mid_way_finishes_the_rest_when_started_again(class_folder: Path, tmp_path: Path, root: Path) -> None:
-    out = tmp_path / "out"
+    """...and the run started again removes the temporary folders of the killed one, which nothing of it could."""
+    scratch = Path(tempfile.mkdtemp(prefix="llm-grader-gb-"))  # the runs' temporary folder: short, it holds IPC sockets
+    try:
+        _killed_and_started_again(class_folder, tmp_path / "out", root, {**os.environ, "TMPDIR": str(scratch)})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _killed_and_started_again(class_folder: Path, out: Path, root: Path, env: dict[str, str]) -> None:
+    scratch = Path(env["TMPDIR"])
     command = [sys.executable, "-m", "grader", str(class_folder), "--out", str(out), "--workers", "1", "--seed", str(SEED), "-q"]
-    process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline and process.poll() is None:
@@ -114,8 +126,13 @@ def test_a_run_killed_mid_way_finishes_the_rest_when_started_again(class_folder:
     with sqlite3.connect(out / "gradebook.sqlite") as book:
         first = {row[0] for row in book.execute("SELECT submission_id FROM submissions")}
     assert 1 <= len(first) < len(SAMPLES)
+    (lock,) = scratch.glob("llm-grader-run-*.lock")
+    killed = lock.name.removeprefix("llm-grader-run-").removesuffix(".lock")
+    left = sorted(path.name for path in scratch.glob(f"llm-grader-*-{killed}-*"))
+    assert any(name.startswith("llm-grader-kernel-") for name in left), left  # the kernels' folders, their launchers killed too
 
-    resumed = run_grade(str(class_folder), "--out", str(out), "--workers", "1", cwd=root)
+    resumed = run_grade(str(class_folder), "--out", str(out), "--workers", "1", cwd=root, env={"TMPDIR": str(scratch)})
+    assert sorted(path.name for path in scratch.iterdir() if path.name.startswith("llm-grader-")) == []
     assert f"{len(first)} unchanged submission" in resumed.stderr
     with sqlite3.connect(out / "gradebook.sqlite") as book:
         assert sorted(row[0] for row in book.execute("SELECT submission_id FROM submissions")) == sorted(SAMPLES)
