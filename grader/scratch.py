@@ -8,18 +8,18 @@ removes nothing. So every run holds a lock for its whole life (``flock`` on
 ``llm-grader-run-<id>.lock``: the kernel releases it however the process ends, and its forked workers hold it
 too), names its folders ``llm-grader-<kind>-<id>-…``, and at its start removes the folders of every earlier run
 whose lock is free. Runs that are alive, other users' runs, and folders made outside a run (the library used
-directly, tests) are never touched.
+directly, tests) are never touched. (Windows has no ``flock``: there a run's folders are not swept.)
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,8 +58,10 @@ def start_run(folder: Path | None = None) -> list[str]:
     """Make this process a run's main process: sweep what killed runs left (their folders' names are returned),
     then hold a lock of its own until it exits and pass its id to the processes it starts. Does nothing in a
     process that already belongs to a run (a worker, or ``grade`` started by ``grade``)."""
-    if run_id() is not None:
+    if run_id() is not None or sys.platform == "win32":  # (Windows has no flock: its runs are not swept)
         return []
+    import fcntl
+
     folder = Path(folder or tempfile.gettempdir())
     swept = sweep(folder)
     descriptor, staging = tempfile.mkstemp(prefix=STAGING, dir=folder)
@@ -93,6 +95,8 @@ def sweep(folder: Path) -> list[str]:
     """Remove the folders of every run in ``folder`` whose lock no process holds, and those locks; the names of
     what was removed. Only this user's locks are considered; links are never followed."""
     swept: list[str] = []
+    if sys.platform == "win32":
+        return swept
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             match = LOCK_NAME.fullmatch(entry.name)
@@ -104,6 +108,8 @@ def sweep(folder: Path) -> list[str]:
 
 
 def _sweep_run(folder: Path, lock_name: str, run: str) -> list[str]:
+    import fcntl
+
     try:
         descriptor = os.open(folder / lock_name, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
