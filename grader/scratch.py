@@ -54,30 +54,34 @@ def temporary_directory(kind: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=_prefix(kind))
 
 
-def start_run(folder: Path | None = None) -> list[str]:
-    """Make this process a run's main process: sweep what killed runs left (their folders' names are returned),
-    then hold a lock of its own until it exits and pass its id to the processes it starts. Does nothing in a
-    process that already belongs to a run (a worker, or ``grade`` started by ``grade``)."""
+def start_run() -> list[str]:
+    """Make this process a run's main process: sweep what killed runs left in the temporary directory (their
+    folders' names are returned), then hold a lock of its own until it exits and pass its id to the processes it
+    starts. Does nothing in a process that already belongs to a run (a worker, or ``grade`` started by ``grade``),
+    and nothing more than sweep where no lock can be made (the run then goes on with plain folder names)."""
     if run_id() is not None or sys.platform == "win32":  # (Windows has no flock: its runs are not swept)
         return []
     import fcntl
 
-    folder = Path(folder or tempfile.gettempdir())
+    folder = Path(tempfile.gettempdir())
     swept = sweep(folder)
-    descriptor, staging = tempfile.mkstemp(prefix=STAGING, dir=folder)
+    try:
+        descriptor, staging = tempfile.mkstemp(prefix=STAGING, dir=folder)
+    except OSError:
+        return swept
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         run = secrets.token_hex(4)
-        # Visible under its final name only once locked: a sweep never finds a lock file that is not held yet.
-        os.rename(staging, folder / f"llm-grader-run-{run}.lock")
+        lock = folder / f"llm-grader-run-{run}.lock"
+        os.rename(staging, lock)  # visible under its final name only once locked: a sweep never finds it unheld
     except OSError:
         os.close(descriptor)
         with contextlib.suppress(OSError):
             os.unlink(staging)
-        return swept  # no lock, no id: this run's folders get the plain names, and are not swept if it is killed
+        return swept
     _held.append(descriptor)
     os.environ[RUN_ENV] = run
-    atexit.register(_end_run, folder / f"llm-grader-run-{run}.lock", descriptor, os.getpid())
+    atexit.register(_end_run, lock, descriptor, os.getpid())
     return swept
 
 
