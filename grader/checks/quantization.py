@@ -15,6 +15,7 @@ import math
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -392,23 +393,39 @@ def _ablation_too_long(params: AblationParams, outcome: CallOutcome, value: Any,
     return False
 
 
+def _timed_sweep(
+    context: CheckContext,
+    params: AblationParams | BatchParams,
+    arguments: tuple[Any, ...],
+    too_long: Callable[[CallOutcome], bool],
+) -> CallOutcome:
+    """``params.function(model, tokenizer, *arguments)``, paced and watching the student's measuring function; made
+    again (up to ``params.attempts`` calls) while ``too_long`` says a latency it reports reads too long: a run the
+    operating system preempted does not repeat, a timer around other work does."""
+    for _ in range(params.attempts):
+        outcome = context.call(
+            params.function,
+            model(model_spec(params.model, dtype="float32")),
+            context.tokenizer(params.model),
+            *arguments,
+            pace_s=params.pace_s,
+            watch=(params.measure_function,),
+        )
+        if not outcome.ok or not too_long(outcome):
+            break
+    return outcome
+
+
 def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
     prompts, max_new_tokens = draw_prompts(context, params, "ablation")
     key = f"ablation:{params.function}:{params.model}:{prompts}:{max_new_tokens}"
     if key not in context.memo:
-        for _ in range(params.attempts):
-            outcome = context.call(
-                params.function,
-                model(model_spec(params.model, dtype="float32")),
-                context.tokenizer(params.model),
-                literal(prompts),
-                literal(max_new_tokens),
-                pace_s=params.pace_s,
-                watch=(params.measure_function,),
-            )
-            if not outcome.ok or not _ablation_too_long(params, outcome, outcome.value, max_new_tokens):
-                break
-        context.memo[key] = outcome
+        context.memo[key] = _timed_sweep(
+            context,
+            params,
+            (literal(prompts), literal(max_new_tokens)),
+            lambda outcome: _ablation_too_long(params, outcome, outcome.value, max_new_tokens),
+        )
     outcome = context.memo[key]
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
     value = context.returned(outcome, call)
@@ -561,20 +578,12 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], lis
     sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
     key = f"batched:{params.function}:{params.model}:{prompts}:{sizes}:{max_new_tokens}"
     if key not in context.memo:
-        for _ in range(params.attempts):  # again while a row's latency reads too long (a preempted run does not repeat)
-            outcome = context.call(
-                params.function,
-                model(model_spec(params.model, dtype="float32")),
-                context.tokenizer(params.model),
-                literal(prompts),
-                literal(sizes),
-                literal(max_new_tokens),
-                pace_s=params.pace_s,
-                watch=(params.measure_function,),
-            )
-            if not outcome.ok or not _batched_too_long(params, outcome, max_new_tokens):
-                break
-        context.memo[key] = outcome
+        context.memo[key] = _timed_sweep(
+            context,
+            params,
+            (literal(prompts), literal(sizes), literal(max_new_tokens)),
+            lambda outcome: _batched_too_long(params, outcome, max_new_tokens),
+        )
     outcome = context.memo[key]
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
     frame = context.returned(outcome, call)
