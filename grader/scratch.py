@@ -5,8 +5,8 @@ submissions, the kernel template's socket, unpacked archives, models built once 
 they are done; the launchers and the template's janitor remove a kernel's when its grader dies. A run killed
 with everything it started at once (``kill -9`` of its process group, the OOM killer, a stopped container)
 removes nothing. So every run holds a lock for its whole life (``flock`` on
-``llm-grader-run-<id>.lock``: the kernel releases it however the process ends, and its forked workers hold it
-too), names its folders ``llm-grader-<kind>-<id>-…``, and at its start removes the folders of every earlier run
+``llm-grader-run-<id>.lock``, held by its main process: the kernel releases it however the process ends; its
+workers die with that process), names its folders ``llm-grader-<kind>-<id>-…``, and at its start removes the folders of every earlier run
 whose lock is free. Runs that are alive, other users' runs, and folders made outside a run (the library used
 directly, tests) are never touched. (Windows has no ``flock``: there a run's folders are not swept.)
 """
