@@ -30,8 +30,6 @@ LOCK_NAME = re.compile(r"llm-grader-run-([0-9a-f]{8})\.lock")
 STAGING = "llm-grader-lock-"  # a lock file before it is locked and renamed into place
 STAGING_AGE_S = 600.0  # a staging file this old was left by a run killed in the microseconds before its rename
 
-_held: list[int] = []  # this process's lock, open until it exits
-
 
 def run_id() -> str | None:
     """The id of the run this process belongs to, if it belongs to one."""
@@ -79,15 +77,14 @@ def start_run() -> list[str]:
         with contextlib.suppress(OSError):
             os.unlink(staging)
         return swept
-    _held.append(descriptor)
-    os.environ[RUN_ENV] = run
+    os.environ[RUN_ENV] = run  # the descriptor stays open, and the lock held, until the process ends
     atexit.register(_end_run, lock, descriptor, os.getpid())
     return swept
 
 
 def _end_run(lock: Path, descriptor: int, pid: int) -> None:
-    """At the main process's normal exit, its folders are gone: its lock goes too (a worker forked from it, which
-    exits without running these hooks, would leave it anyway)."""
+    """At the main process's normal exit its folders are gone, so its lock goes too (not in a child forked from it
+    that runs exit hooks: the run goes on)."""
     if os.getpid() == pid:
         with contextlib.suppress(OSError):
             lock.unlink()

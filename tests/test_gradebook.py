@@ -99,13 +99,13 @@ def test_a_run_killed_mid_way_finishes_the_rest_when_started_again(class_folder:
     """...and the run started again removes the temporary folders of the killed one, which nothing of it could."""
     scratch = Path(tempfile.mkdtemp(prefix="llm-grader-gb-"))  # the runs' temporary folder: short, it holds IPC sockets
     try:
-        _killed_and_started_again(class_folder, tmp_path / "out", root, {**os.environ, "TMPDIR": str(scratch)})
+        _killed_and_started_again(class_folder, tmp_path / "out", root, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _killed_and_started_again(class_folder: Path, out: Path, root: Path, env: dict[str, str]) -> None:
-    scratch = Path(env["TMPDIR"])
+def _killed_and_started_again(class_folder: Path, out: Path, root: Path, scratch: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(scratch)}
     command = [sys.executable, "-m", "grader", str(class_folder), "--out", str(out), "--workers", "1", "--seed", str(SEED), "-q"]
     process = subprocess.Popen(
         command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

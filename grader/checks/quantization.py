@@ -29,6 +29,7 @@ from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
 from grader.checks.timing import (
     LatencyTolerance,
+    again_while,
     call_timed,
     carries_prompt,
     event_rows,
@@ -400,20 +401,19 @@ def _timed_sweep(
     too_long: Callable[[CallOutcome], bool],
 ) -> CallOutcome:
     """``params.function(model, tokenizer, *arguments)``, paced and watching the student's measuring function; made
-    again (up to ``params.attempts`` calls) while ``too_long`` says a latency it reports reads too long: a run the
-    operating system preempted does not repeat, a timer around other work does."""
-    for _ in range(params.attempts):
-        outcome = context.call(
+    again (see :func:`again_while`) while it returns and ``too_long`` says a latency it reports reads too long."""
+    return again_while(
+        params.attempts,
+        lambda: context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
             context.tokenizer(params.model),
             *arguments,
             pace_s=params.pace_s,
             watch=(params.measure_function,),
-        )
-        if not outcome.ok or not too_long(outcome):
-            break
-    return outcome
+        ),
+        lambda outcome: outcome.ok and too_long(outcome),
+    )
 
 
 def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
@@ -599,14 +599,23 @@ def _batched_too_long(params: BatchParams, outcome: CallOutcome, max_new_tokens:
     frame = outcome.value
     if not isinstance(frame, Frame) or "batch_size" not in frame.columns or "latency_s" not in frame.columns:
         return False
-    timed = [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
-    by_size = {int((event.get("input_shape") or [0])[0]): event for event in timed}
+    by_size = {_batch_size(event): event for event in _timed_batches(outcome, max_new_tokens)}
     for row in frame.records():
         size = row["batch_size"]
         event = by_size.get(int(size)) if is_number(size) else None
         if event is not None and is_number(row["latency_s"]) and too_long(params, row["latency_s"], [event]):
             return True
     return False
+
+
+def _timed_batches(outcome: CallOutcome, max_new_tokens: int) -> list[dict[str, Any]]:
+    """The timed generate calls of a batching call: those with its max_new_tokens."""
+    return [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
+
+
+def _batch_size(event: dict[str, Any]) -> int:
+    """How many rows a generate call ran."""
+    return int((event.get("input_shape") or [0])[0])
 
 
 def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
@@ -636,8 +645,8 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                 found=str(reported),
             )
         return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
-    timed = [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
-    shapes = [int((event.get("input_shape") or [0])[0]) for event in timed]
+    timed = _timed_batches(outcome, max_new_tokens)
+    shapes = [_batch_size(event) for event in timed]
     if params.expect == "sizes":
         # Judged against the rows' own batch sizes: rows for other sizes than asked are the rows check's.
         claimed = [int(v) if is_number(v) else v for v in reported]
@@ -666,7 +675,7 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                     found=repr(text),
                 )
         return Verdict.passed(f"The timed generate calls received batches of {shapes} prompts, as the rows report.")
-    by_size = {int((event.get("input_shape") or [0])[0]): event for event in timed}
+    by_size = {_batch_size(event): event for event in timed}
     measured = _returned_latencies(outcome, params.measure_function)
     for row in frame.records():
         latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"])
@@ -957,16 +966,17 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     """probe_edge_prompts: very short, very long, multi-line and repetitive prompts, each with the same max_new_tokens."""
     max_new_tokens = context.rng_for("edge").randint(*params.tokens)
     call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
-    for _ in range(params.attempts):  # again while a latency reads too long (a preempted run does not repeat)
-        outcome = context.call(
+    outcome = again_while(
+        params.attempts,
+        lambda: context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
             context.tokenizer(params.model),
             literal(max_new_tokens),
             watch=(params.measure_function,),
-        )
-        if not outcome.ok or _edge_unmatched(params, outcome, max_new_tokens) is None:
-            break
+        ),
+        lambda outcome: outcome.ok and _edge_unmatched(params, outcome, max_new_tokens) is not None,
+    )
     value = context.returned(outcome, call)
     if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):
         return Verdict.failed(
