@@ -6,8 +6,11 @@ records are checked against evidence from outside the kernel, which no notebook 
 
 - the grader's own clock around the request (a recorded event cannot last longer than the request,
   and the pacing the events claim must have cost the grader that much wall-clock time);
-- the pacing the grader asked for (every paced event must carry exactly it, and a call whose generate
-  produced tokens must show it: the runtime paces the first such generate of every call);
+- the pauses the grader served itself (the runtime asks for each on a FIFO and waits; the grader draws its
+  length, holds the kernel and logs when): each must lie inside exactly one event, no event may hold one the
+  grader did not serve or record a length of its own, and a call whose generate produced tokens must hold one
+  (the runtime pauses the first such generate of every call). Where the kernel could only sleep its pacing
+  itself, every paced event must carry exactly the length the grader asked for;
 - the CPU time of the kernel's processes, read from /proc (generate calls that claim seconds of work on
   the CPU must have used a share of it: a forged or slept-through event uses none);
 - a timeline of the kernel's main thread's CPU time, sampled by the grader every few milliseconds against
@@ -20,8 +23,9 @@ records are checked against evidence from outside the kernel, which no notebook 
 - a fingerprint of the runtime read by a fresh probe after every call (grader/kernel/integrity.py),
   compared with the one read before any cell ran.
 
-:func:`forgery` says in one sentence what the records claim that the evidence rules out ("" when all is
-consistent): :func:`recorded_forgery` (clock, pacing, integrity) or, failing that, :func:`scheduled_forgery`
+:func:`attribute_pauses` gives each event its served pause's length first. :func:`forgery` says in one sentence
+what the records claim that the evidence rules out ("" when all is consistent): :func:`recorded_forgery` (clock,
+pacing, integrity) or, failing that, :func:`scheduled_forgery`
 (CPU time, which a busy enough machine can starve an honest call of: the harness calls again before it
 believes this alone). A call it speaks against is *tampered*: its checks fail, and the result carries the flag.
 """
@@ -36,6 +40,9 @@ from typing import Any
 
 # The two clocks (grader's, kernel's) are both monotonic; this covers rounding and message latency.
 CLOCK_SLACK_S = 0.05
+# A served pause lies inside the event that records it (both clocks are the same monotonic one): the event began
+# before the runtime asked, and ended after the grader released it. This covers rounding only.
+PAUSE_SLACK_S = 0.002
 # The least share of its wall-clock time a generate running on the CPU spends on the CPU, even on a
 # machine whose every core is busy with other work (measured: benchmarks/evidence.py). The kernel's
 # tree is charged for the whole request, so the bound is a floor with room to spare.
@@ -57,6 +64,17 @@ PRICE_SHARE = 0.3
 
 
 @dataclass(frozen=True)
+class Pause:
+    """One pause the grader served: the runtime's sequence number for it (as it wrote it), and when the grader
+    received the request and released the kernel, on its own monotonic clock (``time.perf_counter``)."""
+
+    seq: str
+    start: float
+    end: float
+    seconds: float  # the length the grader drew for it (the kernel was held at least this long)
+
+
+@dataclass(frozen=True)
 class Measured:
     """What the grader measured itself around one request into the kernel."""
 
@@ -69,6 +87,8 @@ class Measured:
     timeline: Sequence[tuple[float, float]] = field(default_factory=tuple)
     clock_origin: float | None = None
     token_price_s: float | None = None  # CPU seconds per generated token of the model passed (None: no price)
+    # The pauses the grader served during the request (None: the kernel paced itself, having no channel to ask on).
+    pauses: tuple[Pause, ...] | None = None
 
 
 class Timeline:
@@ -138,17 +158,79 @@ def _overlapping(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict
     return None
 
 
+def attribute_pauses(events: Sequence[dict[str, Any]], measured: Measured) -> tuple[tuple[dict[str, Any], ...], str]:
+    """The call's events, each that holds a pause the grader served given that pause's length as ``paced_s``; and
+    what in them contradicts the grader's log of the pauses it served ("" when nothing).
+
+    The runtime records only that an event holds a pause (its number, ``pause``), never how long it lasted: the
+    grader drew the length and held the kernel itself. So a recorded length is forged; every served pause must be
+    held by exactly one event, which began before the grader received the request and ended after it released
+    the kernel; and no event may hold a pause the grader did not serve. Events as they are where the kernel paced
+    itself (``measured.pauses`` None).
+    """
+    if measured.pauses is None:
+        return tuple(events), ""
+    claimed = next((event for event in events if "paced_s" in event), None)
+    if claimed is not None:
+        return tuple(events), (
+            f"a {claimed.get('type', 'recorded')} event records a length of pacing ({claimed.get('paced_s')!r}), "
+            "which the grader's runtime never knows: the grader serves each pause and measures it itself"
+        )
+    served = {pause.seq: pause for pause in measured.pauses}
+    held: set[str] = set()
+    attributed: list[dict[str, Any]] = []
+    for event in events:
+        if "pause" not in event:
+            attributed.append(event)
+            continue
+        kind, seq = event.get("type", "recorded"), str(event.get("pause"))[:32]
+        pause = served.get(seq)
+        if pause is None or seq in held:
+            again = "again " if pause is not None else ""
+            return tuple(events), f"a {kind} event records {again}a pause (number {seq}) that the grader did not serve"
+        held.add(seq)
+        start, end = _seconds(event.get("start")), _seconds(event.get("end"))
+        if measured.clock_origin is not None:
+            origin = measured.clock_origin
+            if (
+                start is None
+                or end is None
+                or origin + start > pause.start + PAUSE_SLACK_S
+                or origin + end < pause.end - PAUSE_SLACK_S
+            ):
+                return tuple(events), (
+                    f"the grader held the kernel from {pause.start - origin:.3f} s to {pause.end - origin:.3f} s (by its clock), "
+                    f"outside the {kind} event that records the pause ({start!r} to {end!r} s)"
+                )
+        attributed.append({**event, "paced_s": pause.seconds})
+    if len(held) < len(served):
+        return tuple(events), (
+            f"the grader paused the kernel {len(measured.pauses)} time(s) during the call, but its records hold "
+            f"{len(held)} of those pauses (events were removed, or a pause was asked for outside the instrumentation)"
+        )
+    return tuple(attributed), ""
+
+
 def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
     """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
     return recorded_forgery(duration_s, events, measured) or scheduled_forgery(events, measured)
 
 
+def altered_runtime(measured: Measured) -> str:
+    """What the integrity probe found changed in the runtime ("" when nothing): said first, since every record
+    made after is the changed runtime's."""
+    if not measured.altered:
+        return ""
+    shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
+    return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
+
+
 def recorded_forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
     """What the records claim that the grader's clock, its pacing and the runtime's integrity rule out: the same
     records give the same answer however busy the machine was."""
-    if measured.altered:
-        shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
-        return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
+    changed = altered_runtime(measured)
+    if changed:
+        return changed
     bypass = next((event for event in events if event.get("type") == "bypass"), None)
     if bypass is not None:
         return (
@@ -192,8 +274,10 @@ def recorded_forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured
                 "(the pacing was not slept)"
             )
     if measured.pace_s > 0:
+        # Where the kernel paced itself, it slept the one length the grader asked for; served pauses are checked
+        # against the grader's own log (attribute_pauses).
         wrong = next((seconds for seconds in paced if abs(seconds - measured.pace_s) > 1e-6), None)
-        if wrong is not None:
+        if wrong is not None and measured.pauses is None:
             return f"an event records {wrong:.3f} s of pacing, but the grader asked for {measured.pace_s:.3f} s"
         generates = sorted(
             (

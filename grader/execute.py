@@ -13,13 +13,14 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +37,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader import scratch
 from grader.errors import KernelError
+from grader.evidence import Pause
 from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
 ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
@@ -216,6 +218,86 @@ class CpuSampler:
             self._fd = None
 
 
+class PauseServer:
+    """Serves the pauses the kernel's runtime asks for while one request runs (pacing, see grader/evidence.py).
+
+    The runtime writes a line (its sequence number) on the request FIFO and blocks reading the reply FIFO; this
+    thread of the grader reads the line, waits a length it draws itself (``draw()``), and writes one byte back.
+    The kernel never learns the length but by timing its own wait; the grader keeps what it served
+    (``pauses``) to judge the call's records against.
+    """
+
+    MAX_PAUSES = 5_000
+    MAX_LINE = 32
+
+    def __init__(self, fds: tuple[int, int] | None, draw: Callable[[], float]) -> None:
+        self.fds = fds
+        self.draw = draw
+        self.pauses: list[Pause] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pending = b""
+        self._wake: tuple[int, int] | None = None  # a pipe that ends the thread's wait at once when the request ends
+
+    def _drain(self) -> None:
+        """Drop whatever either FIFO holds from before this request (an interrupted pause, a notebook's writes)."""
+        assert self.fds is not None
+        for fd in self.fds:
+            with contextlib.suppress(BlockingIOError, InterruptedError, OSError):
+                while os.read(fd, 65536):
+                    pass
+
+    def _run(self) -> None:
+        assert self.fds is not None and self._wake is not None
+        request, reply = self.fds
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([request, self._wake[0]], [], [])
+                if self._wake[0] in ready:
+                    return
+                chunk = os.read(request, 4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+            self._pending += chunk
+            while b"\n" in self._pending and not self._stop.is_set():
+                line, self._pending = self._pending.split(b"\n", 1)
+                if len(self.pauses) >= self.MAX_PAUSES:
+                    return  # the kernel waits until the request's time limit interrupts it
+                seconds = self.draw()
+                start = time.perf_counter()
+                seq = line[: self.MAX_LINE].decode("ascii", "replace")
+                if self._stop.wait(seconds):
+                    # The request ended during the pause, which no honest call does (its runtime waits for the
+                    # release): logged as held until then, for the evidence to place.
+                    self.pauses.append(Pause(seq, start, time.perf_counter(), seconds))
+                    return
+                end = time.perf_counter()
+                with contextlib.suppress(OSError):
+                    os.write(reply, b"\n")
+                self.pauses.append(Pause(seq, start, end, seconds))
+            self._pending = self._pending[-self.MAX_LINE :]
+
+    def __enter__(self) -> PauseServer:
+        if self.fds is not None:
+            self._drain()
+            self._wake = os.pipe()
+            self._thread = threading.Thread(target=self._run, name="kernel-pause-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._wake is not None:
+            os.write(self._wake[1], b"\n")
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        for fd in self._wake or ():
+            os.close(fd)
+        self._wake = None
+
+
 class KernelSession:
     """A kernel for one submission, from start to shutdown; use as a context manager.
 
@@ -252,6 +334,10 @@ class KernelSession:
         self.resource_watch: ResourceWatch | None = None
         self.root_pid: int | None = None  # the root of the kernel's process tree, once started
         self._kernel_pid: int | None = None
+        # The FIFOs the runtime asks the grader for its pauses through (request, reply), and the grader's own ends,
+        # opened before the kernel starts (None where FIFOs cannot be made: the runtime then sleeps its pacing).
+        self.pause_paths: tuple[str, str] | None = None
+        self._pause_fds: tuple[int, int] | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -274,6 +360,7 @@ class KernelSession:
         sockets = self._runtime_dir / "sockets"
         home.mkdir()
         sockets.mkdir()
+        pauses = self._make_pause_fifos()
         connection_file = self._runtime_dir / "connection.json"
         argv = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         if self.preload:
@@ -286,7 +373,7 @@ class KernelSession:
             argv.append("--IPKernelApp.log_level=ERROR")
         env = {**self.env, "HOME": str(home), "TMPDIR": str(home)}
         if self.sandbox is not None:
-            argv = self._sandboxed(argv, env, self.sandbox, owned=(home, sockets, self.workdir), given=connection_file)
+            argv = self._sandboxed(argv, env, self.sandbox, owned=(home, sockets, self.workdir, *pauses), given=connection_file)
         spec = {
             # This very interpreter, so the notebook sees the grader's pinned libraries.
             "argv": argv,
@@ -343,6 +430,28 @@ class KernelSession:
                 scratch=self.sandbox.isolation.namespaces != "none",
             ).start()
         return self
+
+    def _make_pause_fifos(self) -> tuple[Path, ...]:
+        """The pause FIFOs in the kernel's runtime folder (which the kernel sees at the same path), opened here
+        for reading and writing without blocking; () where FIFOs cannot be made (not POSIX)."""
+        if not hasattr(os, "mkfifo"):
+            return ()
+        paths = (self._runtime_dir / "pause-request", self._runtime_dir / "pause-reply")
+        try:
+            for path in paths:
+                os.mkfifo(path, 0o600)
+            self._pause_fds = (
+                os.open(paths[0], os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC),
+                os.open(paths[1], os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC),
+            )
+        except OSError:
+            return ()
+        self.pause_paths = (str(paths[0]), str(paths[1]))
+        return paths
+
+    def serve_pauses(self, draw: Callable[[], float]) -> PauseServer:
+        """A server of the runtime's pauses, each ``draw()`` seconds long, while a request runs (a context manager)."""
+        return PauseServer(self._pause_fds, draw)
 
     def _sandboxed(
         self, argv: list[str], env: dict[str, str], sandbox: SandboxPolicy, owned: tuple[Path, ...], given: Path
@@ -425,6 +534,10 @@ class KernelSession:
             self._client.kc = None
         if self.uid is not None:
             kill_user(self.uid)  # what the notebook left running, even outside the kernel's tree
+        for fd in self._pause_fds or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._pause_fds = None
         shutil.rmtree(self._runtime_dir, ignore_errors=True)
 
     def cpu_seconds(self) -> float | None:

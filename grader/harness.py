@@ -16,16 +16,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from grader.evidence import Measured, recorded_forgery, scheduled_forgery
+from grader.evidence import Measured, altered_runtime, attribute_pauses, recorded_forgery, scheduled_forgery
 from grader.execute import KernelReply, KernelSession
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.values import bounded, decode
 
 RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
 PROBE_SOURCE = Path(__file__).with_name("kernel") / "integrity.py"
-# Each paced call's pacing is the asked one times a factor drawn here, so that no notebook can subtract
-# a known constant (it can read the value in its own kernel; it cannot make the grader's clock agree).
-# Never below the rubric's: the judges' margins (a timer around tokenizing reads at least that much longer)
+# Each pause is the asked pacing times a factor drawn here, pause by pause, so that no notebook can subtract a
+# known constant: the grader serves the pauses (the kernel never learns a length but by timing its own wait, and
+# one pause's length says nothing of the next). Where it cannot (no FIFOs), one factor per call, slept in the
+# kernel. Never below the rubric's: the judges' margins (a timer around tokenizing reads at least that much longer)
 # and their explanations (tokenizing, or other work of about that length) were set for it.
 PACE_FACTORS = (1.0, 1.3)
 # The largest answer parsed: far above what the runtime's own caps let through, far below what
@@ -181,7 +182,10 @@ class Harness:
         reply = self.session.request(bootstrap, channel="-", timeout_s=timeout_s)
         if reply.status != "ok":
             return self._failed(reply, "loading the grader's runtime into the kernel")
-        outcome = self._ask({"op": "install", "settings": settings or {}}, timeout_s)
+        settings = dict(settings or {})
+        if self.session.pause_paths is not None:
+            settings["pauses"] = list(self.session.pause_paths)
+        outcome = self._ask({"op": "install", "settings": settings}, timeout_s)
         if outcome.ok:
             self.environment = dict(outcome.raw.get("environment", {}))
             self.baseline = self.fingerprint() or None
@@ -248,24 +252,24 @@ class Harness:
     ) -> CallOutcome:
         """Call the student's ``function`` with arguments built from recipes.
 
-        ``pace_s`` slows the first generate of each new prompt, and every tokenizer call, by that
-        many seconds (recorded in their events), so a timer around a warm-up or a tokenization
+        ``pace_s`` pauses the first generate of each new prompt, and every tokenizer call, for about
+        that many seconds (their events' ``paced_s``), so a timer around a warm-up or a tokenization
         shows in the latency. ``figures`` records what the call plots as ``figure`` events; ``watch``
         names notebook functions whose return values, while the call runs, become ``returned`` events.
 
-        The pacing used is ``pace_s`` times a factor drawn per call (``CallOutcome.pace_s``); the call's
+        Each pause is ``pace_s`` times a factor the grader draws for it and serves itself (``CallOutcome.pace_s``
+        is the asked one; where the session has no pause channel, one factor per call, slept in the kernel); the call's
         records are checked against the grader's own measurements, and a call they rule out comes back
         ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`. A call ruled out by
         CPU time alone (which a busy machine can starve an honest call of) is made once more, and judged on that.
         """
-        if pace_s:
-            pace_s = round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
         request = {
             "op": "call",
             "function": function,
             "args": list(args),
             "kwargs": kwargs or {},
             "keep_as": keep_as,
+            "paced": bool(pace_s),
             "pace_s": pace_s,
             "figures": figures,
             "watch": list(watch),
@@ -328,23 +332,26 @@ class Harness:
     # ---------------------------------------------------------------- plumbing
 
     def _ask(self, request: dict[str, Any], timeout_s: float | None, measure_again: bool = True) -> CallOutcome:
-        asked = request
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
-        request = {**request, "channel": channel}
-        code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(request)!r})"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
-        measured = request["op"] in ("call", "generate")
-        if not measured:
+        pace_s = float(request.get("pace_s") or 0.0)
+        served = self.session.pause_paths is not None
+        sent = {**request, "channel": channel}
+        if pace_s:
+            # The kernel asks the grader for each pause and is never told its length; where it has no channel to
+            # ask on, it sleeps one length drawn for the whole call (see PACE_FACTORS).
+            sent["pace_s"] = 0.0 if served else (pace_s := round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4))
+        code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(sent)!r})"
+        if request["op"] not in ("call", "generate"):
             return self._answer(request, self.session.request(code, channel=channel, timeout_s=timeout), timeout)
         cpu_before = self.session.cpu_seconds()
-        with self.session.sample_cpu() as sampler:
+        with self.session.sample_cpu() as sampler, self.session.serve_pauses(self._pause_length(pace_s)) as pauses:
             reply = self.session.request(code, channel=channel, timeout_s=timeout)
         outcome = self._answer(request, reply, timeout)
         if outcome.status not in ("returned", "raised"):
             return outcome
         cpu_after = self.session.cpu_seconds()
         cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
-        pace_s = float(request.get("pace_s") or 0.0)
         evidence = Measured(
             reply.duration_s,
             pace_s,
@@ -353,20 +360,27 @@ class Harness:
             tuple(sampler.samples),
             self._clock_origin(),
             self._price(request),
+            pauses=tuple(pauses.pauses) if served else None,
         )
-        why = recorded_forgery(outcome.duration_s, outcome.events, evidence)
+        events, unserved = attribute_pauses(outcome.events, evidence)
+        outcome = replace(outcome, events=events)
+        why = altered_runtime(evidence) or unserved or recorded_forgery(outcome.duration_s, outcome.events, evidence)
         if not why:
             why = scheduled_forgery(outcome.events, evidence)
             if why and measure_again:
                 # CPU-time evidence alone: an overloaded machine can starve an honest call of CPU (seen once in
                 # the full suite, a generate's main thread at 4 % of 0.2 s). Call again and rule on that call.
-                return self._ask(asked, timeout_s, measure_again=False)
+                return self._ask(request, timeout_s, measure_again=False)
         outcome = replace(outcome, pace_s=pace_s)
         if not why:
             return outcome
         if "function" in request:
             self.tampered.setdefault(str(request["function"]), why)
         return replace(outcome, status="tampered", message=why)
+
+    def _pause_length(self, pace_s: float) -> Callable[[], float]:
+        """How long each pause the grader serves lasts: ``pace_s`` times a factor drawn afresh for each."""
+        return lambda: round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
 
     def _answer(self, request: dict[str, Any], reply: KernelReply, timeout: float) -> CallOutcome:
         what = f"the grading request {request['op']!r}" + (f" ({request['function']})" if "function" in request else "")

@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from grader.evidence import CPU_MIN_CLAIM_S, Measured, forgery, produced_tokens, recorded_forgery, scheduled_forgery
+from grader.evidence import (
+    CPU_MIN_CLAIM_S,
+    Measured,
+    Pause,
+    attribute_pauses,
+    forgery,
+    produced_tokens,
+    recorded_forgery,
+    scheduled_forgery,
+)
 
 PACE = 0.2437
 
@@ -281,3 +290,62 @@ def test_what_cpu_time_alone_rules_out_is_told_apart_from_the_records_own_contra
     altered = Measured(1.02, PACE, 0.2, altered=("runtime._sleep",))
     assert recorded_forgery(1.0, honest(), altered) == forgery(1.0, honest(), altered) != ""
     assert recorded_forgery(0.5, [generate(0.0, 30.0, paced=PACE)], Measured(0.6, PACE)) != ""
+
+
+# ---------------------------------------------------------------- pauses the grader served (attribute_pauses)
+
+
+def served_call() -> tuple[list[dict[str, Any]], tuple[Pause, ...]]:
+    """Tokenize and warm-up each holding a pause the grader served (the runtime records its number, not its length),
+    then the timed generate; and the grader's log of those pauses, on its clock (the kernel's origin at ORIGIN)."""
+    events = [
+        {"type": "tokenize", "start": 0.0, "end": 0.2512, "pause": 1},
+        generate(0.3, 0.08 + 0.2801, pause=2),
+        generate(0.7, 0.08),
+    ]
+    pauses = (Pause("1", ORIGIN + 0.0004, ORIGIN + 0.2508, 0.2503), Pause("2", ORIGIN + 0.3803, ORIGIN + 0.6598, 0.2793))
+    return events, pauses
+
+
+def served(pauses: tuple[Pause, ...]) -> Measured:
+    return Measured(1.02, 0.25, 0.2, clock_origin=ORIGIN, pauses=pauses)
+
+
+def test_served_pauses_give_their_events_the_length_the_grader_drew() -> None:
+    events, pauses = served_call()
+    attributed, why = attribute_pauses(events, served(pauses))
+    assert why == ""
+    assert [event.get("paced_s") for event in attributed] == [0.2503, 0.2793, None]
+    assert recorded_forgery(1.0, attributed, served(pauses)) == ""  # lengths drawn per pause, not one per call
+    # The kernel paced itself (no channel): its events are judged as recorded.
+    assert attribute_pauses(honest(), Measured(1.02, PACE)) == (tuple(honest()), "")
+
+
+def test_a_length_of_pacing_recorded_in_the_kernel_is_forged() -> None:
+    events, pauses = served_call()
+    events[1]["paced_s"] = 0.25  # a guess at the pacing, written into the warm-up
+    assert attribute_pauses(events, served(pauses))[1].startswith("a generate event records a length of pacing (0.25)")
+
+
+def test_a_pause_the_records_do_not_hold_is_ruled_out() -> None:
+    """The tokenize event removed (a timer around tokenizing hidden), or a pause asked outside the instrumentation."""
+    events, pauses = served_call()
+    why = attribute_pauses(events[1:], served(pauses))[1]
+    assert why.startswith("the grader paused the kernel 2 time(s) during the call, but its records hold 1 of those pauses")
+
+
+def test_a_pause_the_grader_did_not_serve_is_ruled_out() -> None:
+    events, pauses = served_call()
+    assert "records a pause (number 2) that the grader did not serve" in attribute_pauses(events, served(pauses[:1]))[1]
+    events[2]["pause"] = 1  # a forged copy of the tokenizer's pause on the timed call
+    assert "records again a pause (number 1)" in attribute_pauses(events, served(pauses))[1]
+
+
+@pytest.mark.parametrize("moved", ["start", "end"])
+def test_an_event_that_does_not_hold_its_pause_is_ruled_out(moved: str) -> None:
+    """A pause answered in the kernel (the reply written ahead: the event ends before the grader released it), or
+    an event restamped after the fact."""
+    events, pauses = served_call()
+    events[1][moved] = events[1][moved] + (0.1 if moved == "start" else -0.1)
+    why = attribute_pauses(events, served(pauses))[1]
+    assert why.startswith("the grader held the kernel from 0.380 s to 0.660 s (by its clock), outside the generate event")

@@ -34,41 +34,63 @@ HONEST = (
 FORGERIES = {
     "pacing_off": (
         "def pacing_off(model, tokenizer, prompt, n):\n"
-        "    pace, R.pace_s = R.pace_s, 0.0\n"
+        "    paced, R.paced = R.paced, False\n"
         "    start = time.perf_counter()\n"
         "    inputs = tokenizer(prompt, return_tensors='pt')\n"
         "    model.generate(**inputs, max_new_tokens=n)\n"
         "    model.generate(**inputs, max_new_tokens=n)\n"
-        "    R.pace_s = pace\n"
+        "    R.paced = paced\n"
         "    return time.perf_counter() - start\n",
         ("produced tokens without the pacing",),
     ),
-    "pacing_shrunk": (
-        "def pacing_shrunk(model, tokenizer, prompt, n):\n"
-        "    pace, R.pace_s = R.pace_s, 0.001\n"
+    "pause_answered_ahead": (
+        "def pause_answered_ahead(model, tokenizer, prompt, n):\n"
+        "    # the grader's reply written into the reply FIFO ahead: the runtime's waits return at once\n"
+        "    with open(runtime.INSTALLED['settings']['pauses'][1], 'wb', buffering=0) as reply:\n"
+        "        reply.write(b'\\n' * 4)\n"
+        "    start = time.perf_counter()\n"
         "    inputs = tokenizer(prompt, return_tensors='pt')\n"
         "    model.generate(**inputs, max_new_tokens=n)\n"
-        "    R.pace_s = pace\n"
-        "    return 0.01\n",
-        ("s of pacing, but the grader asked for",),
+        "    model.generate(**inputs, max_new_tokens=n)\n"
+        "    return time.perf_counter() - start\n",
+        ("outside the tokenize event that records the pause",),
     ),
-    "sleep_patched": (
-        "def sleep_patched(model, tokenizer, prompt, n):\n"
-        "    sleep, runtime._sleep = runtime._sleep, lambda seconds: None\n"
+    "channel_swapped": (
+        "def channel_swapped(model, tokenizer, prompt, n):\n"
+        "    import os\n"
+        "    saved = [os.dup(fd) for fd in runtime.PAUSES]\n"
+        "    read, write = os.pipe()\n"
+        "    os.write(write, b'\\n' * 4)  # the replies, ready\n"
+        "    os.dup2(write, runtime.PAUSES[0])\n"
+        "    os.dup2(read, runtime.PAUSES[1])\n"
+        "    try:\n"
+        "        start = time.perf_counter()\n"
+        "        inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "        model.generate(**inputs, max_new_tokens=n)\n"
+        "        model.generate(**inputs, max_new_tokens=n)\n"
+        "        return time.perf_counter() - start\n"
+        "    finally:\n"
+        "        for fd, kept in zip(runtime.PAUSES, saved):\n"
+        "            os.dup2(kept, fd)  # the grader's FIFOs back in place\n",
+        ("the grader did not serve",),
+    ),
+    "pause_patched": (
+        "def pause_patched(model, tokenizer, prompt, n):\n"
+        "    pause, runtime._pause = runtime._pause, lambda event: event.update(paced_s=0.25)\n"
         "    try:\n"
         "        inputs = tokenizer(prompt, return_tensors='pt')\n"
         "        model.generate(**inputs, max_new_tokens=n)\n"
         "        model.generate(**inputs, max_new_tokens=n)\n"
         "    finally:\n"
-        "        runtime._sleep = sleep\n"
+        "        runtime._pause = pause\n"
         "    return 0.01\n",
-        ("(the pacing was not slept)", "of pacing in a request of"),  # whichever the clock rules out first
+        ("records a length of pacing (0.25)",),
     ),
     "forged_events": (
         "def forged_events(model, tokenizer, prompt, n):\n"
         "    ids = tokenizer(prompt)['input_ids']\n"
         "    now = R.now()\n"
-        "    for k, paced in ((0, R.pace_s), (1, None)):\n"
+        "    for k, paced in ((0, 0.25), (1, None)):\n"
         "        event = {'type': 'generate', 'start': now + k, 'end': now + k + 0.6, 'duration_s': 0.6,\n"
         "                 'input_shape': [1, len(ids)], 'output_shape': [1, len(ids) + n], 'rows': [ids],\n"
         "                 'new_tokens': [n], 'model_device': 'cpu', 'forward_calls': n}\n"
@@ -76,7 +98,7 @@ FORGERIES = {
         "        R.record(event)\n"
         "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
         "    return 0.6\n",
-        ("no decoding loop ran inside it", "during which the kernel's main thread ran", "of CPU during the whole call"),
+        ("records a length of pacing", "no decoding loop ran inside it", "during which the kernel's main thread ran"),
     ),
     "unwrapped": (
         "def unwrapped(model, tokenizer, prompt, n):\n"
@@ -110,9 +132,9 @@ def timed(harness: Harness, function: str) -> object:
 def test_an_honest_timed_call_is_trusted_with_its_pacing_varied(kernel: Harness) -> None:
     outcome = timed(kernel, "honest")
     assert outcome.status == "returned", outcome.message
-    assert 0.2 <= outcome.pace_s <= 0.26
+    # The tokenizer's pause and the warm-up's, each drawn by the grader (0.2 s times 1.0 to 1.3) and served by it.
     paced = [event["paced_s"] for event in outcome.events if "paced_s" in event]
-    assert paced and set(paced) == {outcome.pace_s}
+    assert len(paced) == 2 and all(0.2 <= seconds <= 0.26 for seconds in paced) and paced[0] != paced[1]
     assert kernel.tampered == {}
 
 

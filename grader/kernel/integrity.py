@@ -15,6 +15,8 @@ grader's verdicts rest on what it measures from outside the kernel (see grader/e
 
 import hashlib
 import json
+import os
+import stat
 import sys
 import types
 from typing import Any
@@ -23,7 +25,14 @@ MODULE: str = globals().get("MODULE", "")  # given by the harness
 CHANNEL: str = globals().get("CHANNEL", "")
 
 # Recorder attributes that must hold these values whenever no call is running.
-AT_REST: dict[str, Any] = {"call": None, "pace_s": 0.0, "generate_depth": 0, "tokenizer_depth": 0, "current_generate": None}
+AT_REST: dict[str, Any] = {
+    "call": None,
+    "paced": False,
+    "pace_s": 0.0,
+    "generate_depth": 0,
+    "tokenizer_depth": 0,
+    "current_generate": None,
+}
 
 
 def _add_code(code: types.CodeType, digest: Any) -> None:
@@ -59,6 +68,22 @@ def _digest(function: Any, depth: int = 0) -> str:
     return digest.hexdigest()[:20]
 
 
+def _channel(fds: Any) -> str:
+    """The pause FIFOs the runtime holds: its descriptors and the files behind them (a descriptor closed, or
+    another pipe put in its place with dup2, changes it)."""
+    if not isinstance(fds, tuple):
+        return f"not a tuple: {type(fds).__name__}"
+    described = []
+    for fd in fds:
+        try:
+            status = os.fstat(fd)
+        except (OSError, TypeError) as error:
+            described.append(f"{fd!r}:{type(error).__name__}")
+            continue
+        described.append(f"{fd}:{status.st_dev}:{status.st_ino}:{stat.S_ISFIFO(status.st_mode)}")
+    return ",".join(described)
+
+
 def fingerprint() -> dict[str, str]:
     """Every entry the probe compares: the runtime's functions and classes, each attribute it replaced, its recorder."""
     module = sys.modules.get(MODULE)
@@ -72,8 +97,9 @@ def fingerprint() -> dict[str, str]:
             for attribute, member in sorted(vars(value).items()):
                 if isinstance(member, (types.FunctionType, staticmethod, classmethod, property)):
                     entries[f"runtime.{name}.{attribute}"] = _digest(getattr(member, "__func__", member))
-    for name in ("_sleep", "_perf_counter", "_dumps"):
+    for name in ("_sleep", "_perf_counter", "_dumps", "_write", "_read"):
         entries[f"runtime.{name}"] = _digest(getattr(module, name, None))
+    entries["pauses"] = _channel(getattr(module, "PAUSES", None))
     for owner, attribute, *_ in list(getattr(module, "INSTRUMENTED", [])):
         where = f"{getattr(owner, '__module__', '')}.{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}"
         entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = _digest(vars(owner).get(attribute))

@@ -19,6 +19,7 @@ import io
 import itertools
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -32,6 +33,8 @@ from typing import Any
 _perf_counter = time.perf_counter
 _sleep = time.sleep
 _dumps = json.dumps
+_write = os.write
+_read = os.read
 
 MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
 MAX_STRING = 20_000  # characters of a string kept
@@ -602,9 +605,13 @@ class Recorder:
         self.current_generate: dict[str, Any] | None = None
         self.tokenizer_depth = 0
         self.clock_origin = _perf_counter()
-        # Pacing (asked per call): slow the first generate of each new prompt, and every tokenizer
-        # call, by pace_s seconds, so that a timer around a warm-up or a tokenization shows.
+        # Pacing (asked per call): pause the first generate of each new prompt, and every tokenizer
+        # call, so that a timer around a warm-up or a tokenization shows. The grader serves each pause
+        # (see _pause): the kernel does not know how long it lasts. pace_s is the length slept here
+        # instead where the grader has no channel to this kernel (not POSIX).
+        self.paced = False
         self.pace_s = 0.0
+        self.pauses = 0  # pauses asked during the current call, the last one's number
         self.paced_prompts: set[tuple[Any, ...]] = set()
 
     def now(self) -> float:
@@ -737,6 +744,29 @@ def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
     return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
 
 
+# The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them.
+PAUSES: tuple[int, ...] = ()
+
+
+def _pause(event: dict[str, Any]) -> None:
+    """Hold the kernel for a pacing pause, inside ``event``.
+
+    The grader serves the pause: the runtime writes the pause's number on the request FIFO and waits for the
+    grader's byte on the reply FIFO; the grader draws the length and records when it held the kernel, and
+    fills in the event's ``paced_s`` itself (grader/evidence.py). Nothing here knows the length. Without the
+    FIFOs (not POSIX), the runtime sleeps the ``pace_s`` the request gave and records it.
+    """
+    if not PAUSES:
+        _sleep(RECORDER.pace_s)
+        event["paced_s"] = RECORDER.pace_s
+        return
+    RECORDER.pauses += 1
+    event["pause"] = RECORDER.pauses
+    _write(PAUSES[0], b"%d\n" % RECORDER.pauses)
+    if not _read(PAUSES[1], 1):
+        raise RuntimeError("the grader's pacing channel closed")
+
+
 def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -779,7 +809,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             # Paced once per prompt, model and device, and only once a generate really produced
             # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
             # leaves the pacing to the timed call, where a timer shows it.
-            if RECORDER.pace_s and RECORDER.call is not None and _generated_tokens(output, inputs):
+            if RECORDER.paced and RECORDER.call is not None and _generated_tokens(output, inputs):
                 prompt = (
                     event["model_serial"],
                     event["model_device"],
@@ -787,8 +817,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
                 )
                 if prompt not in RECORDER.paced_prompts:
                     RECORDER.paced_prompts.add(prompt)
-                    _sleep(RECORDER.pace_s)
-                    event["paced_s"] = RECORDER.pace_s
+                    _pause(event)
         except BaseException as error:
             event["error"] = f"{type(error).__name__}: {error}"[:500]
             raise
@@ -890,12 +919,12 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
     @_wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         # Not inside generate either (stop strings decode there): only a tokenizer call the student's code makes.
-        if not RECORDER.pace_s or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
+        if not RECORDER.paced or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
             return original(self, *args, **kwargs)
         RECORDER.tokenizer_depth += 1
-        event = {"type": "tokenize", "start": RECORDER.now(), "paced_s": RECORDER.pace_s}
+        event: dict[str, Any] = {"type": "tokenize", "start": RECORDER.now()}
         try:
-            _sleep(RECORDER.pace_s)
+            _pause(event)
             return original(self, *args, **kwargs)
         finally:
             RECORDER.tokenizer_depth -= 1
@@ -1280,6 +1309,10 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
 
     INSTALLED["settings"] = settings
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
+    global PAUSES
+    if settings.get("pauses"):
+        request, reply = settings["pauses"]
+        PAUSES = (os.open(request, os.O_WRONLY | os.O_CLOEXEC), os.open(reply, os.O_RDONLY | os.O_CLOEXEC))
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):
@@ -1452,7 +1485,9 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
         pass  # builtins without a signature: just call them
     RECORDER.call = []
     RECORDER.call_dropped = 0
+    RECORDER.paced = bool(request.get("paced"))
     RECORDER.pace_s = float(request.get("pace_s") or 0.0)
+    RECORDER.pauses = 0
     RECORDER.paced_prompts = set()
     result: dict[str, Any] = {"status": "returned"}
     watching = _watch_figures() if request.get("figures") else contextlib.nullcontext()
@@ -1486,6 +1521,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
         }
     )
     RECORDER.call = None
+    RECORDER.paced = False
     RECORDER.pace_s = 0.0
     return result
 

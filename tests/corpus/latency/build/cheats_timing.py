@@ -148,8 +148,9 @@ def no_generate_body(wait: str) -> str:
     """measure_generation without generate: tokenize, forge a warm-up and a timed generate event, return the claim.
 
     ``wait`` is the code that spends ``{seconds}`` seconds. Empty: nothing is spent, the latency is a constant and
-    the events claim times still to come. Otherwise the claimed times are spent (and the warm-up's event carries
-    the pacing the grader asked for, slept for as the runtime would), so the events lie inside the call.
+    the events claim times still to come. Otherwise the claimed times are spent, and the forged warm-up holds a real
+    pause: the runtime's own ``_pause`` asks the grader for one inside it, as for a warm-up that ran (the grader
+    serves it and gives the event its length), so the events lie inside the call and their pacing is the grader's.
     """
     head = (
         '    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
@@ -160,9 +161,11 @@ def no_generate_body(wait: str) -> str:
     )
     if wait:
         timing = (
-            "    pace = runtime[\"RECORDER\"].pace_s if runtime is not None else 0.0  # the grader's pacing, read back\n"
+            "    paced = runtime is not None and runtime[\"RECORDER\"].paced  # a timed hidden call\n"
+            "    held = {}  # the forged warm-up's pause, asked of the grader as the runtime asks for a warm-up's\n"
             "    warm_start = clock()\n"
-            "    time.sleep(pace)  # what the runtime sleeps on the first generate of a prompt\n"
+            "    if paced:\n"
+            "        runtime[\"_pause\"](held)\n"
             + wait.format(seconds="0.003")
             + "    warm_end = clock()\n"
             + outdent(SYNC)
@@ -173,7 +176,7 @@ def no_generate_body(wait: str) -> str:
             + outdent(SYNC)
             + "    latency = time.perf_counter() - start\n"
         )
-        mark = "        if pace:\n            warm[\"paced_s\"] = pace\n"
+        mark = "        warm.update(held)  # its pause number: the grader finds its pause inside the forged event\n"
     else:
         timing = (
             "    latency = claimed  # a constant: nothing is timed\n"
@@ -224,7 +227,7 @@ FORGED_WARMUP = (
     '    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
     + SETTINGS
     + "    runtime = _runtime_of(model)\n"
-    "    if runtime is not None and runtime[\"RECORDER\"].pace_s:\n"
+    "    if runtime is not None and runtime[\"RECORDER\"].paced:\n"
     "        # a timed hidden call: one fake generate event, just ended, stands in for the warm-up\n"
     "        now = runtime[\"RECORDER\"].now()\n"
     "        runtime[\"RECORDER\"].record(_fake_generate(runtime, model, tokenizer, inputs, 4, use_cache, now - 0.004, now - 0.001))\n"
@@ -241,7 +244,7 @@ FORGED_WARMUP = (
 PACE_ZERO = (
     "    runtime = _runtime_of(model)\n"
     "    if runtime is not None:\n"
-    "        runtime[\"RECORDER\"].pace_s = 0.0  # nothing is slowed any more: the timer may hold everything\n"
+    "        runtime[\"RECORDER\"].paced = False  # nothing is paused any more: the timer may hold everything\n"
     + TIMER_AROUND_ALL
     + COUNT
     + RETURN
@@ -249,17 +252,17 @@ PACE_ZERO = (
 
 SLEEP_NOOP = (
     "    runtime = _runtime_of(model)\n"
-    "    real_sleep = runtime[\"_sleep\"] if runtime is not None else None\n"
+    "    real_pause = runtime[\"_pause\"] if runtime is not None else None\n"
     "    skipped = []\n"
     "    if runtime is not None:\n"
-    "        runtime[\"_sleep\"] = skipped.append  # the pacing still records itself, but only notes what it would wait\n"
+    "        runtime[\"_pause\"] = skipped.append  # the events that would be paused are only noted\n"
     "    try:\n"
     + indent(TIMER_AROUND_ALL)
     + "    finally:\n"
     "        if runtime is not None:\n"
-    "            runtime[\"_sleep\"] = real_sleep  # the runtime as the grader left it\n"
-    "    if skipped:\n"
-    "        time.sleep(sum(skipped))  # the pacing paid back after the timer stopped: the wall clock agrees again\n"
+    "            runtime[\"_pause\"] = real_pause  # the runtime as the grader left it\n"
+    "    for event in skipped:\n"
+    "        real_pause(event)  # each pause paid back after the timer stopped, and recorded on its event\n"
     + COUNT
     + RETURN
 )
@@ -324,14 +327,17 @@ GRADED_ONLY_WARMUP = (
     "    runtime = _runtime_of(model)\n"
     "    with torch.inference_mode():\n"
     "        if graded and runtime is not None:\n"
-    "            # graded: no warm-up; its event is forged, with the pacing the grader asked for really slept,\n"
-    "            # and the prompt marked as paced already, so that the timed generate is not paced again\n"
+    "            # graded: no warm-up; its event is forged, holding a real pause asked of the grader through the\n"
+    "            # runtime's own _pause, and the prompt marked as paced already, so the timed generate is not paused\n"
     "            recorder = runtime[\"RECORDER\"]\n"
+    "            held = {}\n"
     "            warm_start = recorder.now()\n"
-    "            time.sleep(recorder.pace_s + 0.003)\n"
+    "            if recorder.paced:\n"
+    "                runtime[\"_pause\"](held)\n"
+    "            time.sleep(0.003)\n"
     "            warm = _fake_generate(runtime, model, tokenizer, inputs, 4, use_cache, warm_start, recorder.now())\n"
-    "            if recorder.pace_s:\n"
-    "                warm[\"paced_s\"] = recorder.pace_s\n"
+    "            if recorder.paced:\n"
+    "                warm.update(held)\n"
     "                ids = inputs[\"input_ids\"].flatten().tolist()\n"
     "                recorder.paced_prompts.add((warm[\"model_serial\"], warm[\"model_device\"], *ids))\n"
     "            recorder.record(warm)\n"
@@ -351,22 +357,21 @@ GRADED_ONLY_PACE = (
     "        (vars(module) for name, module in list(sys.modules.items()) if name.startswith(\"_llm_grader_runtime_\")), None\n"
     "    )\n"
     "    recorder = runtime[\"RECORDER\"] if runtime is not None else None\n"
-    "    paced = recorder is not None and recorder.pace_s > 0  # set on exactly the timed hidden calls\n"
-    "    saved = recorder.pace_s if paced else 0.0\n"
+    "    paced = recorder is not None and recorder.paced  # set on exactly the timed hidden calls\n"
     "    clock_start = recorder.now() if paced else 0.0\n"
     "    if paced:\n"
-    "        recorder.pace_s = 0.0\n"
+    "        recorder.paced = False\n"
     "    try:\n"
     + indent(TIMER_AROUND_ALL)
     + "    finally:\n"
     "        if paced:\n"
-    "            recorder.pace_s = saved  # as the grader set it, before returning\n"
+    "            recorder.paced = True  # as the grader set it, before returning\n"
     "    if paced:\n"
-    "        # pay the warm-up's pacing after the timer stopped, and write it into the warm-up's event\n"
-    "        time.sleep(saved)\n"
+    "        # pay the warm-up's pause after the timer stopped (asked of the grader through the runtime's _pause),\n"
+    "        # recorded on the warm-up's event\n"
     "        generates = [e for e in recorder.call or [] if e.get(\"type\") == \"generate\" and e.get(\"start\", -1) >= clock_start]\n"
     "        if generates:\n"
-    "            generates[0][\"paced_s\"] = saved\n"
+    "            runtime[\"_pause\"](generates[0])\n"
     + COUNT
     + RETURN
 )
@@ -385,6 +390,18 @@ SUBTRACT_PACE = (
     + RETURN
 )
 
+PAUSE_ANSWERED = (
+    "    runtime = _runtime_of(model)\n"
+    "    fifos = runtime[\"INSTALLED\"].get(\"settings\", {}).get(\"pauses\") if runtime is not None else None\n"
+    "    if fifos and runtime[\"RECORDER\"].paced:\n"
+    "        # the grader's replies written ahead into the reply FIFO: every pause the runtime asks for returns at once\n"
+    "        with open(fifos[1], \"wb\", buffering=0) as reply:\n"
+    "            reply.write(b\"\\n\" * 8)\n"
+    + TIMER_AROUND_ALL
+    + COUNT
+    + RETURN
+)
+
 RECORD_HOOK = (
     SETTINGS
     + "    runtime = _runtime_of(model)\n"
@@ -399,14 +416,14 @@ RECORD_HOOK = (
     "            warm = dict(event, kwargs=dict(event.get(\"kwargs\", {}), max_new_tokens=4), max_new_tokens=4)\n"
     "            warm.update(new_tokens_limit=4, new_tokens=[4], output_shape=[1, prompt_length + 4])\n"
     "            warm.update(start=timer[\"start\"] - 0.006, end=timer[\"start\"] - 0.002, duration_s=0.004)\n"
-    "            if \"paced_s\" in event:\n"
-    "                warm[\"paced_s\"] = event.pop(\"paced_s\")  # the first generate carries the pacing, as it should\n"
+    "            if \"pause\" in event:\n"
+    "                warm[\"pause\"] = event.pop(\"pause\")  # the first generate holds the pause, as it should\n"
     "            record(warm)  # a warm-up that never ran, just before the timer\n"
     "            event[\"start\"] = timer[\"start\"]  # the timed call now covers the whole timed block\n"
     "            event[\"duration_s\"] = event[\"end\"] - event[\"start\"]\n"
     "        record(event)\n"
     "\n"
-    "    hooked = recorder is not None and recorder.pace_s > 0  # only the timed hidden calls\n"
+    "    hooked = recorder is not None and recorder.paced  # only the timed hidden calls\n"
     "    if hooked:\n"
     "        recorder.record = hook\n"
     "    try:\n"
@@ -429,7 +446,7 @@ GC_REWRITE = (
     '    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
     + SETTINGS
     + "    recorder = _find_recorder()\n"
-    "    paced = recorder is not None and recorder.pace_s > 0  # only the timed hidden calls are rewritten\n"
+    "    paced = recorder is not None and recorder.paced  # only the timed hidden calls are rewritten\n"
     "    clock_start = recorder.now() if recorder is not None else 0.0\n"
     "    with torch.inference_mode():\n"
     + SYNC
@@ -534,7 +551,7 @@ def cheat(body: str, helpers: str = "", imports: bool = False) -> list[tuple[str
 # name -> (description, checks it must lose, edits to the solution's cells)
 CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
     "cheat-timing-forged-warmup-event": (
-        "No warm-up at all: when RECORDER.pace_s is set (a timed hidden call), measure_generation pushes one fake "
+        "No warm-up at all: when RECORDER.paced is set (a timed hidden call), measure_generation pushes one fake "
         "generate event (same model serial and device, 4 new tokens, ended just before the timed call, no pacing) into "
         "type(model).generate.__globals__['RECORDER'] in place of the warm-up. Its timer honestly holds only the first, "
         "paced generate, so the latency matches; the forged event stands in for the warm-up.",
@@ -542,16 +559,17 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
         cheat(FORGED_WARMUP, RUNTIME_HELPER + FAKE_EVENT_HELPER),
     ),
     "cheat-timing-pace-zero-timer-all": (
-        "Sets RECORDER.pace_s = 0 (reached through type(model).generate.__globals__) at the start of every call and "
-        "leaves it so, then times tokenizer + warm-up + generate with one timer: with no pacing, the unpaced "
+        "Sets RECORDER.paced = False (reached through type(model).generate.__globals__) at the start of every call "
+        "and leaves it so, then times tokenizer + warm-up + generate with one timer: with no pacing, the unpaced "
         "tokenization and 4-token warm-up fit inside the latency tolerance.",
         ["measure-latency"],
         cheat(PACE_ZERO, RUNTIME_HELPER),
     ),
     "cheat-timing-sleep-noop-paid-back": (
-        "Replaces the runtime module's _sleep global by a list's append while a timer holds tokenizer + warm-up + "
-        "generate (the pacing is recorded, with its paced_s, but not slept), restores _sleep, then sleeps the noted "
-        "pacing after the timer stopped: the events carry the asked pacing and the request's wall time covers it.",
+        "Replaces the runtime module's _pause global by a list's append while a timer holds tokenizer + warm-up + "
+        "generate (the events that would be paused are noted, not paused), restores _pause, then asks the grader for "
+        "each noted event's pause after the timer stopped, through the real _pause: every event holds a pause the "
+        "grader served, and the request's wall time covers them.",
         ["measure-latency"],
         cheat(SLEEP_NOOP, RUNTIME_HELPER),
     ),
@@ -564,10 +582,10 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
         cheat(no_generate_body(""), RUNTIME_HELPER + FAKE_EVENT_HELPER),
     ),
     "cheat-timing-no-generate-sleep": (
-        "Never calls generate: like the constants cheat, but time.sleep()s for the claimed warm-up (plus the pacing "
-        "the grader asked for, read from RECORDER.pace_s and written into the forged warm-up's paced_s) and generate "
-        "durations, stamping the forged events with the recorder's clock around the sleeps, so every event lies "
-        "inside the call and the request's wall time covers each claim; the latency is the measured sleep.",
+        "Never calls generate: like the constants cheat, but time.sleep()s for the claimed warm-up and generate "
+        "durations (the forged warm-up holding a real pause, asked of the grader through the runtime's own _pause), "
+        "stamping the forged events with the recorder's clock around the sleeps, so every event lies inside the call "
+        "and the request's wall time covers each claim; the latency is the measured sleep.",
         NO_GENERATE,
         cheat(no_generate_body(SLEEP_WAIT), RUNTIME_HELPER + FAKE_EVENT_HELPER),
     ),
@@ -599,36 +617,54 @@ CHEATS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
     "cheat-timing-graded-only-forged-warmup": (
         "Runs the honest warm-up unless the kernel looks graded (LLM_GRADER_KERNEL in the environment, a uid from "
         "the sandbox's range, 'llm-grader-kernel-' in HOME, or a _llm_grader_runtime_* module in sys.modules); when "
-        "graded, it skips the warm-up and records a forged warm-up event carrying the asked pacing (really slept), "
+        "graded, it skips the warm-up and records a forged warm-up event holding a real pause (asked of the grader "
+        "through the runtime's own _pause), "
         "and adds the prompt to RECORDER.paced_prompts so that the timed generate is not paced again.",
         ["measure-warmup"],
         cheat(GRADED_ONLY_WARMUP, RUNTIME_HELPER + FAKE_EVENT_HELPER, imports=True),
     ),
     "cheat-timing-graded-only-pace-zero": (
-        "Finds the runtime module in sys.modules (_llm_grader_runtime_*); only when its RECORDER.pace_s is set "
-        "(exactly the timed hidden calls) it sets pace_s = 0 around a timer holding tokenizer + warm-up + generate, "
-        "restores the grader's value in a finally, then sleeps that pacing after the timer and writes it into the "
-        "warm-up's event as paced_s.",
+        "Finds the runtime module in sys.modules (_llm_grader_runtime_*); only when its RECORDER.paced is set "
+        "(exactly the timed hidden calls) it sets paced = False around a timer holding tokenizer + warm-up + generate, "
+        "restores the grader's value in a finally, then asks the grader for the warm-up's pause after the timer "
+        "(through the runtime's own _pause), recorded on the warm-up's event.",
         ["measure-latency"],
         cheat(GRADED_ONLY_PACE, imports=True),
     ),
     "cheat-timing-record-hook": (
         "Replaces RECORDER.record (an instance attribute over the class's method) by a hook that drops tokenize "
         "events, records a fake warm-up (a copy of the timed event with 4 tokens, placed just before the timer, "
-        "taking over the timed event's paced_s) and moves the timed event's start back to the timer's start; no "
-        "warm-up runs and the (paced) tokenization is inside the timer. The hook is set on timed hidden calls (pace_s set) only, "
+        "taking over the timed event's pause) and moves the timed event's start back to the timer's start; no "
+        "warm-up runs and the (paused) tokenization is inside the timer. The hook is set on timed hidden calls (paced) only, "
         "and removed before returning.",
         ["measure-warmup", "measure-latency"],
         cheat(RECORD_HOOK, RUNTIME_HELPER),
     ),
     "cheat-timing-gc-rewrite-timestamps": (
         "Finds the Recorder among gc.get_objects() (by class name, no runtime name used), times warm-up + generate "
-        "(the warm-up paced inside the timer), then rewrites the recorded events of timed hidden calls (pace_s set): "
+        "(the warm-up paused inside the timer), then rewrites the recorded events of timed hidden calls (paced): "
         "the warm-up takes the start and end of the paced tokenizer call before the timer (a slept slot of the right "
         "length), whose event is deleted, and the timed call's start moves back to the timer's start so that it "
         "covers the timed block (whose main-thread CPU share stays above the timeline's floor).",
         ["measure-latency"],
         cheat(GC_REWRITE, GC_HELPER),
+    ),
+    "cheat-timing-subtract-pace": (
+        "Reads the pacing back from the recorder (the paced_s of the events recorded since its timer started, where "
+        "the runtime once recorded each pause's length) and subtracts it from a timer around tokenizer + warm-up + "
+        "generate. The runtime never knows a length now: the grader serves each pause and fills in paced_s after the "
+        "call, so nothing is subtracted and the two pauses stay in the latency. It changes nothing in the runtime, so "
+        "it is not flagged: it fails as any timer around paced work does.",
+        ["measure-latency"],
+        cheat(SUBTRACT_PACE, RUNTIME_HELPER),
+    ),
+    "cheat-timing-pause-answered-ahead": (
+        "Writes the grader's replies ahead into the reply FIFO whose path the runtime keeps (INSTALLED['settings']"
+        "['pauses']), on timed hidden calls only, so that every pause the runtime asks for returns at once, then times "
+        "tokenizer + warm-up + generate with one timer: the events hold their pauses' numbers, but the grader held "
+        "each pause after the event recording it had ended.",
+        ["measure-latency"],
+        cheat(PAUSE_ANSWERED, RUNTIME_HELPER),
     ),
     "cheat-timing-swap-tokenizer-back": (
         "After an honest warm-up, puts the tokenizer classes' original methods (the __wrapped__ or closure-cell "
@@ -681,6 +717,11 @@ OUTCOMES: dict[str, tuple[list[str], list[str]]] = {
         ['measure_generation'],
     ),
     'cheat-timing-sleep-noop-paid-back': (
+        ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
+        ['measure_generation'],
+    ),
+    'cheat-timing-subtract-pace': (['measure-latency'], []),
+    'cheat-timing-pause-answered-ahead': (
         ['measure-latency', 'measure-new-tokens', 'measure-settings', 'measure-warmup'],
         ['measure_generation'],
     ),
