@@ -58,10 +58,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
 
 
+def kernel_env(zoo: ModelZoo) -> dict[str, str]:
+    """A test kernel's environment: the zoo served offline, and one torch thread, as `grade` gives each kernel when two
+    workers share two CPUs (the suite's two xdist workers run two kernels at once). With the library's default, each
+    kernel's intra-op threads wait at every operator's barrier for a sibling thread the other kernel has
+    descheduled: the main thread sleeps through most of a generate, which the evidence's timeline reads as work
+    the kernel never did (grader/evidence.py)."""
+    return {**os.environ, **zoo.kernel_env(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 @contextlib.contextmanager
 def installed_kernel(workdir: Path, zoo: ModelZoo, cells: list[str], call_timeout_s: float = 60) -> Iterator[Harness]:
     """A real kernel with the grader's runtime installed before any cell (as in grading), after running ``cells``."""
-    with KernelSession(workdir, {**os.environ, **zoo.kernel_env()}) as session:
+    with KernelSession(workdir, kernel_env(zoo)) as session:
         harness = Harness(session, call_timeout_s=call_timeout_s)
         assert harness.install().ok
         assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()

@@ -5,7 +5,6 @@ One real kernel (runtime installed before the notebook runs, as in grading) serv
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from grader.execute import KernelSession
 from grader.harness import Harness, handle, literal, model, notebook_value, tokenizer
 from grader.values import DType, Frame, Model, Tensor
 from grader.zoo import ModelZoo
-from tests.conftest import installed_kernel
+from tests.conftest import installed_kernel, kernel_env
 
 NOTEBOOK = [
     "import time, torch, pandas as pd\nfrom transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -198,8 +197,11 @@ def test_nothing_is_unpickled() -> None:
 def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentation(tmp_path: Path, zoo: ModelZoo) -> None:
     tampering = [
         "import time, IPython.display\n"
+        "real_sleep = time.sleep\n"
         "time.perf_counter = lambda: 0.0\n"
-        "time.sleep = lambda seconds: None\n"
+        # A hundredth of every sleep (not none at all: ipykernel's parent poller loops on time.sleep(1.0), and spinning
+        # it holds the GIL against the main thread, whose every torch operator then waits for it: a notebook's own doing).
+        "time.sleep = lambda seconds: real_sleep(seconds / 100)\n"
         "IPython.display.publish_display_data = lambda *args, **kwargs: None",
         "def timed(model, tokenizer, prompt):\n"
         "    inputs = tokenizer(prompt, return_tensors='pt')\n"
@@ -207,7 +209,7 @@ def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentat
         "    model.generate(**inputs, max_new_tokens=3)\n"
         "    return time.perf_counter() - start",
     ]
-    with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
+    with KernelSession(tmp_path, kernel_env(zoo)) as session:
         kernel = Harness(session, call_timeout_s=30)
         assert kernel.install().ok
         assert session.run_notebook(make_notebook(None, [("code", s) for s in tampering]), 60, 120).problems == ()

@@ -97,9 +97,9 @@ def fingerprint() -> dict[str, str]:
             for attribute, member in sorted(vars(value).items()):
                 if isinstance(member, (types.FunctionType, staticmethod, classmethod, property)):
                     entries[f"runtime.{name}.{attribute}"] = _digest(getattr(member, "__func__", member))
-    for name in ("_sleep", "_perf_counter", "_dumps", "_write", "_read"):
+    for name in ("_sleep", "_perf_counter", "_dumps", "_write", "_read", "_getpid"):
         entries[f"runtime.{name}"] = _digest(getattr(module, name, None))
-    entries["pauses"] = _channel(getattr(module, "PAUSES", None))
+    entries["pauses"] = f"{_channel(getattr(module, 'PAUSES', None))} in {getattr(module, 'PAUSES_PID', None)!r}"
     for owner, attribute, *_ in list(getattr(module, "INSTRUMENTED", [])):
         where = f"{getattr(owner, '__module__', '')}.{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}"
         entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = _digest(vars(owner).get(attribute))

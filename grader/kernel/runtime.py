@@ -21,6 +21,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -35,6 +36,7 @@ _sleep = time.sleep
 _dumps = json.dumps
 _write = os.write
 _read = os.read
+_getpid = os.getpid
 
 MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
 MAX_STRING = 20_000  # characters of a string kept
@@ -744,8 +746,13 @@ def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
     return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
 
 
-# The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them.
+# The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them. Only the
+# kernel's own process asks (a process it forked records into a copy of the recorder the grader never reads).
 PAUSES: tuple[int, ...] = ()
+PAUSES_PID = 0
+# One pause asked at a time: the grader releases pauses in the order asked, with one byte each on one FIFO, so two
+# threads waiting at once could each take the other's release.
+PAUSE_LOCK = threading.Lock()
 
 
 def _pause(event: dict[str, Any]) -> None:
@@ -756,15 +763,16 @@ def _pause(event: dict[str, Any]) -> None:
     fills in the event's ``paced_s`` itself (grader/evidence.py). Nothing here knows the length. Without the
     FIFOs (not POSIX), the runtime sleeps the ``pace_s`` the request gave and records it.
     """
-    if not PAUSES:
+    if not PAUSES or _getpid() != PAUSES_PID:
         _sleep(RECORDER.pace_s)
         event["paced_s"] = RECORDER.pace_s
         return
-    RECORDER.pauses += 1
-    event["pause"] = RECORDER.pauses
-    _write(PAUSES[0], b"%d\n" % RECORDER.pauses)
-    if not _read(PAUSES[1], 1):
-        raise RuntimeError("the grader's pacing channel closed")
+    with PAUSE_LOCK:
+        RECORDER.pauses += 1
+        event["pause"] = RECORDER.pauses
+        _write(PAUSES[0], b"%d\n" % RECORDER.pauses)
+        if not _read(PAUSES[1], 1):
+            raise RuntimeError("the grader's pacing channel closed")
 
 
 def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -1309,10 +1317,11 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
 
     INSTALLED["settings"] = settings
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
-    global PAUSES
+    global PAUSES, PAUSES_PID
     if settings.get("pauses"):
         request, reply = settings["pauses"]
         PAUSES = (os.open(request, os.O_WRONLY | os.O_CLOEXEC), os.open(reply, os.O_RDONLY | os.O_CLOEXEC))
+        PAUSES_PID = _getpid()
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):
