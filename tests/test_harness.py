@@ -219,3 +219,38 @@ def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentat
     pace = generate["paced_s"]
     assert 0.2 <= pace <= 0.26 and generate["duration_s"] >= pace  # the grader's clock and pacing are not
     assert outcome.duration_s is not None and outcome.duration_s >= pace
+
+
+def test_without_pause_fifos_the_kernel_sleeps_one_length_per_call_and_is_judged_on_it(tmp_path: Path, zoo: ModelZoo) -> None:
+    """Where FIFOs cannot be made (not POSIX: a student's kit on Windows), the request tells the kernel one length per
+    call, which its runtime sleeps and records; every paced event must carry exactly it."""
+    timed = (
+        "import time\n"
+        "def timed(model, tokenizer, prompt):\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    model.generate(**inputs, max_new_tokens=2)\n"
+        "    start = time.perf_counter()\n"
+        "    model.generate(**inputs, max_new_tokens=3)\n"
+        "    return time.perf_counter() - start\n"
+        "def shrunk(model, tokenizer, prompt):\n"
+        "    runtime = type(model).generate.__globals__\n"
+        "    paced, runtime['RECORDER'].pace_s = runtime['RECORDER'].pace_s, 0.001  # the length, read and shrunk\n"
+        "    try:\n"
+        "        return timed(model, tokenizer, prompt)\n"
+        "    finally:\n"
+        "        runtime['RECORDER'].pace_s = paced\n"
+    )
+    with KernelSession(tmp_path, kernel_env(zoo)) as session:
+        session.pause_paths = None  # as where os.mkfifo is missing
+        kernel = Harness(session, call_timeout_s=30)
+        assert kernel.install().ok
+        assert session.run_notebook(make_notebook(None, [("code", timed)]), 60, 120).problems == ()
+        arguments = [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")]
+        honest = kernel.call("timed", arguments, pace_s=0.2)
+        shrunk = kernel.call("shrunk", arguments, pace_s=0.2)
+    assert honest.status == "returned", honest.message
+    assert 0.2 <= honest.pace_s <= 0.26  # one factor for the whole call, told to the kernel
+    paced = [event for event in honest.events if "paced_s" in event]
+    assert [event["type"] for event in paced] == ["tokenize", "generate"] and {e["paced_s"] for e in paced} == {honest.pace_s}
+    assert "pause" not in paced[0] and paced[1]["duration_s"] >= honest.pace_s
+    assert shrunk.status == "tampered" and "s of pacing, but the grader asked for" in shrunk.message
