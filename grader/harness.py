@@ -340,7 +340,7 @@ class Harness:
         if pace_s:
             # The kernel asks the grader for each pause and is never told its length; where it has no channel to
             # ask on, it sleeps one length drawn for the whole call (see PACE_FACTORS).
-            sent["pace_s"] = 0.0 if served else (pace_s := round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4))
+            sent["pace_s"] = 0.0 if served else (pace_s := self._pause_length(pace_s)())
         code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(sent)!r})"
         if request["op"] not in ("call", "generate"):
             return self._answer(request, self.session.request(code, channel=channel, timeout_s=timeout), timeout)
@@ -379,7 +379,8 @@ class Harness:
         return replace(outcome, status="tampered", message=why)
 
     def _pause_length(self, pace_s: float) -> Callable[[], float]:
-        """How long each pause the grader serves lasts: ``pace_s`` times a factor drawn afresh for each."""
+        """A pause's length, drawn afresh at each call of the result: ``pace_s`` times a factor in PACE_FACTORS (for
+        each pause the grader serves, or once per call where the kernel sleeps its pacing itself)."""
         return lambda: round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
 
     def _answer(self, request: dict[str, Any], reply: KernelReply, timeout: float) -> CallOutcome:
