@@ -71,23 +71,29 @@ class ReferenceModels:
             self._keys[id(self._cache[key])] = key
         return self._cache[key]
 
-    def lowest_token_price(self) -> float | None:
+    def lowest_token_price(self, again: bool = False) -> float | None:
         """The lowest price per token among the zoo's models (what any tiny model's generate costs at least);
-        None with real models, whose set the grader does not know."""
+        None with real models, whose set the grader does not know. ``again``: see ``token_price``."""
         if self.zoo is None:
             return None
         from grader.zoo import TINY_MODELS
 
-        prices = [price for spec in TINY_MODELS if (price := self.token_price(spec.name))]
+        prices = [price for spec in TINY_MODELS if (price := self.token_price(spec.name, again=again))]
         return min(prices) if prices else None
 
-    def token_price(self, hub_id: str, tokens: int = 16) -> float | None:
+    def token_price(self, hub_id: str, tokens: int = 16, again: bool = False) -> float | None:
         """CPU seconds per generated token of ``hub_id`` on this machine's CPU, in this process (cached; None if it
         cannot be measured): a greedy generate of ``tokens`` tokens at batch size one from a short prompt, timed by
-        this thread's CPU clock, so a busy machine does not change it. The cheapest generate there is; what a
-        kernel's generate claims is checked against it (grader/evidence.py)."""
+        this thread's CPU clock. The cheapest generate there is; what a kernel's generate claims is checked against
+        it (grader/evidence.py).
+
+        A busy machine can still make it dearer, though no run is ever cheaper than the model allows: seen in CI on
+        a shared virtual machine, 4.1 ms a token, against 1.2 ms for an honest call later in the same run (and
+        1.5 ms measured on a quiet machine). So ``again`` measures once more and keeps the lower price: the grader
+        asks before it rules that a call was faster than its price allows."""
         key = f"price:{hub_id}"
-        if key not in self._cache:
+        if key not in self._cache or (again and self._cache[key] is not None):
+            earlier: float | None = self._cache.get(key)
             import time
 
             import torch
@@ -100,17 +106,19 @@ class ReferenceModels:
                 # One thread: with more, the measuring thread can spin at OpenMP's barriers on a busy machine, and
                 # its CPU time then overstates the price many times over.
                 torch.set_num_threads(1)
-                with quiet_libraries(), torch.no_grad():
-                    model.generate(**inputs, **{**settings, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
-                    costs = []
-                    for _ in range(3):  # the least of three: a preempted or throttled run only ever costs more
-                        started = time.thread_time()
-                        model.generate(**inputs, **settings)
-                        costs.append((time.thread_time() - started) / tokens)
-                    self._cache[key] = min(costs)
-                torch.set_num_threads(threads)
-            except Exception:  # a model that cannot generate here: no price, the other evidence still holds
-                self._cache[key] = None
+                try:
+                    with quiet_libraries(), torch.no_grad():
+                        model.generate(**inputs, **{**settings, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+                        costs = []
+                        for _ in range(3):  # the least of three: a preempted or throttled run only ever costs more
+                            started = time.thread_time()
+                            model.generate(**inputs, **settings)
+                            costs.append((time.thread_time() - started) / tokens)
+                finally:
+                    torch.set_num_threads(threads)
+                self._cache[key] = min(costs if earlier is None else [*costs, earlier])
+            except Exception:  # a model that cannot generate here: no price (or the earlier one), the other evidence holds
+                self._cache[key] = earlier
         price: float | None = self._cache[key]
         return price
 

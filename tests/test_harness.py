@@ -131,6 +131,35 @@ def test_pacing_slows_the_first_generate_of_a_prompt_and_each_tokenization(harne
     assert all("paced_s" not in event for event in unpaced.events)
 
 
+def test_a_price_measured_on_a_busy_moment_is_measured_again_before_an_honest_call_is_ruled_out(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The price of a token bounds how fast a generate can claim to be. Measured once on a busy moment it can
+    overstate the model's cost (seen in CI: 3.3 times), and an honest call then looks impossibly fast: the grader
+    prices again, and calls again, before it rules on the price alone."""
+    asked: list[bool] = []
+
+    def busy_then_quiet(hub_id: str, again: bool = False) -> float:
+        asked.append(again)
+        return 1e-6 if True in asked else 1.0  # a second a token, until measured again
+
+    def always_busy(hub_id: str, again: bool = False) -> float:
+        asked.append(again)
+        return 1.0
+
+    arguments = [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("Once upon a time,"), literal(6)]
+    monkeypatch.setattr(harness, "token_price", busy_then_quiet)
+    honest = harness.call("gen", arguments)
+    assert honest.status == "returned", honest.message
+    assert asked == [False, True, False]  # priced, ruled out, priced again, called again, and ruled on that call
+    asked.clear()
+    monkeypatch.setattr(harness, "token_price", always_busy)
+    ruled_out = harness.call("gen", arguments)
+    assert ruled_out.status == "tampered" and "this model needs 6000.0 ms of CPU" in ruled_out.message
+    assert asked == [False, True, False]
+    harness.tampered.pop("gen")
+
+
 def test_figures_a_call_draws_are_described(harness: Harness) -> None:
     outcome = harness.call("plots", [literal([1, 2, 3])], figures=True)
     shown, left_open = sorted(outcome.figure_events(), key=lambda figure: len(figure["axes"]), reverse=True)

@@ -97,3 +97,17 @@ def test_is_trained_so_text_differs_in_loss_and_generation_makes_sense(zoo: Mode
     assert greedy("The capital of France is")[0].startswith(" Paris")
     text, count = greedy("Thank you for reading.", 30)
     assert text.strip() == "The end." and count < 30  # one prompt stops early at EOS
+
+
+def test_a_price_measured_again_is_never_dearer(zoo: ModelZoo) -> None:
+    """The price of a token (what a generate's claimed speed is checked against) measured again keeps the lower
+    of the two: a run is made dearer by a busy machine, never cheaper than the model allows."""
+    models = ReferenceModels(zoo)
+    price = models.token_price("gpt2")
+    assert price is not None and 1e-5 < price < 0.05
+    models._cache["price:gpt2"] = 100 * price  # as if measured on a busy moment
+    assert models.token_price("gpt2") == 100 * price  # cached
+    assert models.token_price("gpt2", again=True) < 10 * price
+    models._cache["price:gpt2"] = price / 100
+    assert models.token_price("gpt2", again=True) == price / 100
+    assert models.lowest_token_price(again=True) <= price / 100
