@@ -28,22 +28,22 @@ share_cpus()  # as `grade` does, before anything imports torch: the tests' kerne
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261123
 
-# The modules that take longest (seconds of one xdist worker, 2 CPUs, 2026-11-24), started first: with
+# The modules that take longest (seconds of one xdist worker, 2 CPUs, 2026-11-25), started first: with
 # `--dist loadfile` a module runs whole on one worker, and xdist would otherwise start those with the most tests
 # first, leaving long modules of few tests (a kit's, the gradebook's) to finish alone at the end.
 LONGEST_FIRST = (
-    "test_samples_quantization",  # 272 s: one `grade` run over the samples and corpus
-    "test_samples_latency",  # 218 s
-    "test_samples_ptq_bnb",  # 193 s
-    "test_student_kit",  # 114 s
-    "test_student_kits",  # 101 s
-    "test_gradebook",  # 90 s
-    "test_samples_perplexity",  # 87 s
-    "test_hostile",  # 60 s
-    "test_sandbox",  # 55 s
-    "test_checks_ptq_bnb",  # 52 s
-    "test_gradescope",  # 52 s
-    "test_self_check",  # 49 s
+    "test_samples_quantization",  # 339 s: one `grade` run over the samples and corpus
+    "test_samples_latency",  # 212 s
+    "test_samples_ptq_bnb",  # 181 s
+    "test_student_kit",  # 130 s
+    "test_student_kits",  # 114 s
+    "test_samples_perplexity",  # 86 s
+    "test_gradebook",  # 80 s (estimated: 123 s before its regrades were cut)
+    "test_gradescope",  # 71 s
+    "test_hostile",  # 59 s
+    "test_self_check",  # 59 s
+    "test_sandbox",  # 56 s
+    "test_checks_ptq_bnb",  # 49 s
 )
 
 
