@@ -3,8 +3,9 @@
 Runs honest paced timed calls (tokenize, warm-up, timed generate, as the solutions do) in a real kernel on the
 tiny model, first on an idle machine, then with one busy loop per CPU, and prints for each case the figures the
 rules compare with their bounds: the main thread's share of the CPU during each generate's work (bound:
-RUN_SHARE), its share during each pacing (bound: SLEEP_SHARE), and the kernel tree's CPU over the call against
-the generate work claimed (bound: CPU_SHARE). An honest call must stay well clear of every bound, loaded too.
+RUN_SHARE), its share during each pacing (bound: SLEEP_SHARE), the kernel tree's CPU over the call against
+the generate work claimed (bound: CPU_SHARE), and each generate's work against the grader's price of its tokens,
+measured afresh in each case (bound: PRICE_SHARE). An honest call must stay well clear of every bound, loaded too.
 
 usage (from the repository root): .venv/bin/python benchmarks/evidence.py [--calls 20]
 """
@@ -26,6 +27,7 @@ from grader import evidence, harness  # noqa: E402
 from grader.authoring import make_notebook  # noqa: E402
 from grader.execute import KernelSession  # noqa: E402
 from grader.harness import Harness, literal, model, model_spec, tokenizer  # noqa: E402
+from grader.reference import ReferenceModels  # noqa: E402
 from grader.zoo import ModelZoo  # noqa: E402
 
 HONEST = (
@@ -45,26 +47,33 @@ def _busy() -> None:
         pass
 
 
-def _shares(events: list[dict[str, Any]], measured: evidence.Measured) -> tuple[list[float], list[float], float | None]:
-    """(run shares of generate work, run shares of pacing, tree CPU over claimed work) of one call."""
+def _shares(
+    events: list[dict[str, Any]], measured: evidence.Measured
+) -> tuple[list[float], list[float], float | None, list[float]]:
+    """(run shares of generate work, run shares of pacing, tree CPU over claimed work, generate work over the price
+    of its tokens) of one call."""
     timeline = evidence.Timeline(measured.timeline)
     origin = measured.clock_origin or 0.0
-    run, sleep = [], []
+    run, sleep, priced = [], [], []
     claimed = 0.0
     for event in events:
         paced = float(event.get("paced_s") or 0.0)
         work, pause = evidence.work_and_pause(event, origin)
         if event["type"] == "generate":
             claimed += work[1] - work[0]
+            if measured.token_price_s and max(event.get("new_tokens") or [0]) >= 2:
+                priced.append((work[1] - work[0]) / (max(event["new_tokens"]) * measured.token_price_s))
         if event["type"] == "generate" and work[1] - work[0] > 0:
             run.append(timeline.cpu_between(*work) / (work[1] - work[0]))
         if paced:
             sleep.append(timeline.cpu_between(*pause) / paced)
     tree = measured.cpu_s / claimed if measured.cpu_s is not None and claimed else None
-    return run, sleep, tree
+    return run, sleep, tree, priced
 
 
 def measure(kernel: Harness, calls: int) -> dict[str, float]:
+    models = ReferenceModels(ModelZoo())  # priced afresh here, as a worker prices on its first call
+    kernel.token_price, kernel.lowest_token_price = models.token_price, models.lowest_token_price
     seen: list[tuple[list[dict[str, Any]], evidence.Measured]] = []
     original = harness.recorded_forgery  # called once for every call judged, before the CPU-time rules
 
@@ -80,18 +89,22 @@ def measure(kernel: Harness, calls: int) -> dict[str, float]:
             tampered += kernel.call("honest", args, pace_s=0.25).status == "tampered"
     finally:
         harness.recorded_forgery = original
-    run, sleep, tree = [], [], []
+    run, sleep, tree, priced = [], [], [], []
     for events, measured in seen:
-        r, s, t = _shares(events, measured)
+        r, s, t, p = _shares(events, measured)
         run += r
         sleep += s
         tree += [t] if t is not None else []
+        priced += p
+    first_price = seen[0][1].token_price_s if seen else None
     return {
         "calls ruled tampered": tampered,
         "generate work: main thread's share, min": min(run),
         "generate work: main thread's share, median": statistics.median(run),
         "pacing: main thread's share, max": max(sleep),
         "call: tree CPU / claimed work, min": min(tree) if tree else float("nan"),
+        "price of a token (ms), first measured": first_price * 1000 if first_price else float("nan"),
+        "generate work / its tokens' price, min": min(priced) if priced else float("nan"),
     }
 
 
@@ -103,7 +116,7 @@ def main() -> None:
     zoo.ensure_built()
     print(
         f"bounds: RUN_SHARE {evidence.RUN_SHARE} (min above it), SLEEP_SHARE {evidence.SLEEP_SHARE} (max below it), "
-        f"CPU_SHARE {evidence.CPU_SHARE} (min above it)"
+        f"CPU_SHARE {evidence.CPU_SHARE} (min above it), PRICE_SHARE {evidence.PRICE_SHARE} (min above it)"
     )
     with KernelSession(Path(tempfile.mkdtemp(prefix="bench-evidence-")), {**os.environ, **zoo.kernel_env()}) as session:
         kernel = Harness(session, call_timeout_s=60)
