@@ -17,8 +17,15 @@ from tests.conftest import grade_bundles, lost, outcome
 BUNDLES: dict[str, list[tuple[str, str]]] = {
     # The tokenizer comes from another id; ms_per_token in seconds; the PTQ info names neither backend
     # nor precision; the ablation keys have a space; the table has no quantized row; measure_batched
-    # has no latency_per_sample_s column.
+    # has no latency_per_sample_s column, and builds every batch with the first size's count of prompts
+    # (the later ones made long, so its two timed calls take different times: the first row is judged
+    # against the call it reports, not the other call of that size).
     "tokenizer-seconds-info-keys-table-columns": [
+        (
+            "        batch = [prompts[i % len(prompts)] for i in range(batch_size)]",
+            '        batch = [prompts[i % len(prompts)] + " and so on" * (0 if batch_size == batch_sizes[0] else 150)\n'
+            "                 for i in range(batch_sizes[0])]",
+        ),
         (
             "    tokenizer = AutoTokenizer.from_pretrained(model_id)",
             '    tokenizer = AutoTokenizer.from_pretrained("distilgpt2")',
@@ -101,6 +108,7 @@ EXPECTED_LOSSES = {
         "ablation-keys",
         "build-results-table",
         "batching-rows",
+        "batching-sizes",
     },
     "warmup-timed-one-batch-base2": {"measure-latency", "batching-sizes", "ppx-exp"},
     "ppx-first-model-ablation-ms": {"ppx-quantized", "build-results-table", "results-table", "takeaways", "ablation-keys"},
@@ -147,6 +155,11 @@ def test_the_table_needs_every_scenario_and_batching_every_column(bundles) -> No
     assert result == "passed" and "charged in build_results_table's own check" in message
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-rows")
     assert result == "failed" and "no column latency_per_sample_s" in message
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-sizes")
+    assert result == "failed" and "but the timed generate calls" in message
+    first_size = int(message.split("received batches of [")[1].split(",")[0])
+    assert f"received batches of [{first_size}, {first_size}] prompts" in message
+    # Two calls of the first size, the second far longer: the first row's latency is its own call's.
     assert outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-throughput")[0] == "passed"
 
 

@@ -599,11 +599,11 @@ def _batched_too_long(params: BatchParams, outcome: CallOutcome, max_new_tokens:
     frame = outcome.value
     if not isinstance(frame, Frame) or "batch_size" not in frame.columns or "latency_s" not in frame.columns:
         return False
-    by_size = {_batch_size(event): event for event in _timed_batches(outcome, max_new_tokens)}
+    by_size = _by_size(_timed_batches(outcome, max_new_tokens))
     for row in frame.records():
         size = row["batch_size"]
-        event = by_size.get(int(size)) if is_number(size) else None
-        if event is not None and is_number(row["latency_s"]) and too_long(params, row["latency_s"], [event]):
+        events = by_size.get(int(size), []) if is_number(size) else []
+        if events and is_number(row["latency_s"]) and all(too_long(params, row["latency_s"], [event]) for event in events):
             return True
     return False
 
@@ -616,6 +616,16 @@ def _timed_batches(outcome: CallOutcome, max_new_tokens: int) -> list[dict[str, 
 def _batch_size(event: dict[str, Any]) -> int:
     """How many rows a generate call ran."""
     return int((event.get("input_shape") or [0])[0])
+
+
+def _by_size(timed: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The timed generate calls of each batch size, in order. One per size where the batches are built as asked;
+    several where they are not (a measure_generation that ignores its prompts runs one row whatever the size),
+    and a row is then judged against any of them: which call it reports is not for the grader to guess."""
+    by_size: dict[int, list[dict[str, Any]]] = {}
+    for event in timed:
+        by_size.setdefault(_batch_size(event), []).append(event)
+    return by_size
 
 
 def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
@@ -675,17 +685,18 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                     found=repr(text),
                 )
         return Verdict.passed(f"The timed generate calls received batches of {shapes} prompts, as the rows report.")
-    by_size = {_batch_size(event): event for event in timed}
+    by_size = _by_size(timed)
     measured = _returned_latencies(outcome, params.measure_function)
     for row in frame.records():
         latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"])
         if not all(is_number(v) and float(v) > 0 for v in (latency, rate, per_sample, row["batch_size"])):
             return Verdict.failed(f"The row for batch size {row['batch_size']} holds values that are not positive numbers.")
-        event = by_size.get(int(row["batch_size"]))
-        if event is None:
+        events = by_size.get(int(row["batch_size"]), [])
+        if not events:
             continue  # batches of another size are charged by the sizes check
         rows = int(row["batch_size"])
-        mistimed = judge_latency(params, float(latency), [event], max_new_tokens)
+        judged = [(judge_latency(params, float(latency), [event], max_new_tokens), event) for event in events]
+        mistimed, event = next((pair for pair in judged if pair[0] is None), judged[-1])
         # A latency measure_generation returned is judged in its own check: not charged twice here.
         if mistimed is not None and not (float(latency) in measured and _measure_mistimes(context)):
             return Verdict.failed(
