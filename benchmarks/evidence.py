@@ -7,7 +7,10 @@ RUN_SHARE), its share during each pacing (bound: SLEEP_SHARE), the kernel tree's
 the generate work claimed (bound: CPU_SHARE), and each generate's work against the grader's price of its tokens,
 measured afresh in each case (bound: PRICE_SHARE). An honest call must stay well clear of every bound, loaded too.
 
-usage (from the repository root): .venv/bin/python benchmarks/evidence.py [--calls 20]
+usage (from the repository root): .venv/bin/python benchmarks/evidence.py [--calls 20] [--threads N]
+
+``--threads``: the kernel's torch threads (OMP_NUM_THREADS; default: the library's own choice). `grade` gives
+each kernel the CPUs over its workers, so on a 2-CPU machine with 2 workers, 1.
 """
 
 from __future__ import annotations
@@ -111,14 +114,23 @@ def measure(kernel: Harness, calls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20)
-    calls = parser.parse_args().calls
+    parser.add_argument("--threads", type=int, default=None, help="The kernel's torch threads.")
+    arguments = parser.parse_args()
+    calls = arguments.calls
+    threads = (
+        {}
+        if arguments.threads is None
+        else {"OMP_NUM_THREADS": str(arguments.threads), "MKL_NUM_THREADS": str(arguments.threads)}
+    )
     zoo = ModelZoo()
     zoo.ensure_built()
     print(
         f"bounds: RUN_SHARE {evidence.RUN_SHARE} (min above it), SLEEP_SHARE {evidence.SLEEP_SHARE} (max below it), "
         f"CPU_SHARE {evidence.CPU_SHARE} (min above it), PRICE_SHARE {evidence.PRICE_SHARE} (min above it)"
     )
-    with KernelSession(Path(tempfile.mkdtemp(prefix="bench-evidence-")), {**os.environ, **zoo.kernel_env()}) as session:
+    print(f"kernel threads: {arguments.threads or 'the library default'}")
+    environment = {**os.environ, **zoo.kernel_env(), **threads}
+    with KernelSession(Path(tempfile.mkdtemp(prefix="bench-evidence-")), environment) as session:
         kernel = Harness(session, call_timeout_s=60)
         assert kernel.install().ok
         assert session.run_notebook(make_notebook(None, [("code", HONEST)]), 60, 120).problems == ()
