@@ -64,8 +64,9 @@ def _shares(
         work, pause = evidence.work_and_pause(event, origin)
         if event["type"] == "generate":
             claimed += work[1] - work[0]
-            if measured.token_price_s and max(event.get("new_tokens") or [0]) >= 2:
-                priced.append((work[1] - work[0]) / (max(event["new_tokens"]) * measured.token_price_s))
+            steps = evidence.decoding_steps(event)
+            if measured.token_price_s and steps >= 2:  # as the price rule counts and judges them
+                priced.append((work[1] - work[0]) / (steps * measured.token_price_s))
         if event["type"] == "generate" and work[1] - work[0] > 0:
             run.append(timeline.cpu_between(*work) / (work[1] - work[0]))
         if paced:

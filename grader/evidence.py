@@ -374,7 +374,7 @@ def _torch_on_cpu(event: dict[str, Any]) -> bool:
     )
 
 
-def _steps(event: dict[str, Any]) -> int:
+def decoding_steps(event: dict[str, Any]) -> int:
     """The new tokens a generate call produced for its longest row (what its loop had to run)."""
     counts = event.get("new_tokens")
     if isinstance(counts, list) and counts and all(isinstance(count, int) and not isinstance(count, bool) for count in counts):
@@ -393,7 +393,7 @@ def _priced(events: Sequence[dict[str, Any]], measured: Measured) -> str:
     for event in events:
         if event.get("type") != "generate" or event.get("error") or not _torch_on_cpu(event):
             continue  # priced on PyTorch models only: an ONNX Runtime model's tokens may cost less
-        steps = _steps(event)
+        steps = decoding_steps(event)
         total += steps
         work = (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0)
         if steps >= 2 and work < PRICE_SHARE * steps * price:
