@@ -112,13 +112,17 @@ def _killed_and_started_again(class_folder: Path, out: Path, root: Path, scratch
         command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + 300
+    recorded = 0
     try:
         while time.monotonic() < deadline and process.poll() is None:
             if (out / "gradebook.sqlite").exists():
                 with contextlib.suppress(sqlite3.OperationalError), sqlite3.connect(out / "gradebook.sqlite") as book:
                     # (the file exists a moment before its tables do)
-                    if book.execute("SELECT COUNT(*) FROM submissions").fetchone()[0] >= 1:
-                        break
+                    recorded = book.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
+                # once one result is stored and the next kernel's folder exists (between two submissions there
+                # may be none for a moment: killed then, there would be no kernel folder left to clean up)
+                if recorded >= 1 and any(scratch.glob("llm-grader-kernel-*")):
+                    break
             time.sleep(0.2)
         assert process.poll() is None, "the run finished before it could be killed"
         os.killpg(process.pid, signal.SIGKILL)  # the grader, its kernel and the warm one: no clean-up at all
