@@ -112,17 +112,13 @@ def _killed_and_started_again(class_folder: Path, out: Path, root: Path, scratch
         command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + 300
-    recorded = 0
     try:
         while time.monotonic() < deadline and process.poll() is None:
             if (out / "gradebook.sqlite").exists():
                 with contextlib.suppress(sqlite3.OperationalError), sqlite3.connect(out / "gradebook.sqlite") as book:
                     # (the file exists a moment before its tables do)
-                    recorded = book.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
-                # once one result is stored and the next kernel's folder exists (between two submissions there
-                # may be none for a moment: killed then, there would be no kernel folder left to clean up)
-                if recorded >= 1 and any(scratch.glob("llm-grader-kernel-*")):
-                    break
+                    if book.execute("SELECT COUNT(*) FROM submissions").fetchone()[0] >= 1:
+                        break
             time.sleep(0.2)
         assert process.poll() is None, "the run finished before it could be killed"
         os.killpg(process.pid, signal.SIGKILL)  # the grader, its kernel and the warm one: no clean-up at all
@@ -133,8 +129,11 @@ def _killed_and_started_again(class_folder: Path, out: Path, root: Path, scratch
     assert 1 <= len(first) < len(SAMPLES)
     (lock,) = scratch.glob("llm-grader-run-*.lock")
     killed = lock.name.removeprefix("llm-grader-run-").removesuffix(".lock")
+    # Left behind: such as the kernel template's and the unpacked course's folders, which only the run itself removes. (A
+    # kernel's folder may be there too, or already removed by its watcher, which outlives the kill by up to its poll
+    # interval: CI saw both.)
     left = sorted(path.name for path in scratch.glob(f"llm-grader-*-{killed}-*"))
-    assert any(name.startswith("llm-grader-kernel-") for name in left), left  # the kernels' folders, their launchers killed too
+    assert left
 
     resumed = run_grade(str(class_folder), "--out", str(out), "--workers", "1", cwd=root, env={"TMPDIR": str(scratch)})
     assert sorted(path.name for path in scratch.iterdir() if path.name.startswith("llm-grader-")) == []
