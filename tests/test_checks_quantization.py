@@ -98,6 +98,25 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
             '            results[f"use_cache={use_cache},padding={side}"] = {**metrics, "latency_s": 1000 * metrics["latency_s"]}',
         ),
     ],
+    # measure_generation generates PROMPTS[0] once per prompt it is given, whatever they are (charged in its own checks),
+    # and each function built on it is wrong too: they are judged by what they gave measure_generation, not excused.
+    # The ablation never passes use_cache; measure_batched gives every prompt whatever the batch size; the multi-line
+    # edge prompt has its line breaks replaced by spaces.
+    "measure-ignores-prompts-and-callers-wrong": [
+        (
+            'inputs = tokenizer(list(prompts), return_tensors="pt", padding=True).to(model.device)',
+            'inputs = tokenizer([PROMPTS[0]] * len(prompts), return_tensors="pt", padding=True).to(model.device)',
+        ),
+        (
+            "                model, tokenizer, prompts, max_new_tokens=max_new_tokens, use_cache=use_cache)",
+            "                model, tokenizer, prompts, max_new_tokens=max_new_tokens)",
+        ),
+        ("        batch = [prompts[i % len(prompts)] for i in range(batch_size)]", "        batch = list(prompts)"),
+        (
+            '"multi_line": "Shopping list:\\n- eggs\\n- milk\\n- bread\\nRemember:",',
+            '"multi_line": "Shopping list: - eggs - milk - bread Remember:",',
+        ),
+    ],
 }
 
 EXPECTED_LOSSES = {
@@ -112,6 +131,13 @@ EXPECTED_LOSSES = {
     },
     "warmup-timed-one-batch-base2": {"measure-latency", "batching-sizes", "ppx-exp"},
     "ppx-first-model-ablation-ms": {"ppx-quantized", "build-results-table", "results-table", "takeaways", "ablation-keys"},
+    "measure-ignores-prompts-and-callers-wrong": {
+        "measure-latency",
+        "measure-tokens",
+        "ablation-settings",
+        "batching-sizes",
+        "edge-prompts",
+    },
 }
 
 
@@ -257,3 +283,17 @@ def test_only_integer_products_on_the_path_to_the_outputs_count() -> None:
     assert judge_graph({**summary, **probe}, "the quantized model").outcome == "passed"
     assert judge_graph({**summary, "probe": {"runs": 0, "own_session_runs": 0}}, "the quantized model").outcome == "failed"
     assert judge_graph({"problem": "it is a builtins.object, not an Optimum ORTModel"}, "the model").outcome == "failed"
+
+
+def test_callers_of_a_measure_function_that_ignores_its_prompts_are_judged_by_what_they_gave_it(bundles) -> None:
+    """Not excused as "charged in measure_generation's own checks": each names what it failed to ask for."""
+    bundle = "measure-ignores-prompts-and-callers-wrong"
+    for check_id, words in (
+        ("ablation-settings", "use_cache=False was never passed to measure_generation"),
+        ("batching-sizes", "measure_batched gave measure_generation (max_new_tokens="),
+        ("edge-prompts", "never gave measure_generation a multi-line prompt"),
+    ):
+        result, message = outcome(bundles, bundle, check_id)
+        assert result == "failed" and words in message, message
+    result, message = outcome(bundles, bundle, "batching-throughput")
+    assert result == "passed" and "what measure_generation measured for its batch" in message

@@ -136,3 +136,147 @@ def test_todo_questions_with_no_real_answer_still_fail(later: str) -> None:
 def test_todo_kept_with_a_few_words_added_still_fails() -> None:
     text = QUESTIONS.replace("Describe your setup.", "Describe your setup. CPU, gpt2, float32 and 32 tokens mostly.")
     assert written_answer.run(_notebook(text), SETUP).outcome == "failed"
+
+
+# A measure_generation that does not generate what it is given is charged in its own checks; the functions built on it
+# (ablation, batching, edge prompts) are then judged by what they gave it, from the watched calls' arguments.
+
+
+def measure_returned(*arguments: tuple[str, Any], latency: float = 0.5, tokens: int = 10) -> dict[str, Any]:
+    """A made-up ``returned`` event of measure_generation: its arguments as the kernel describes them."""
+    from grader.kernel.runtime import describe
+
+    described = [[name, value if isinstance(value, dict) else describe(value)] for name, value in arguments]
+    value = describe({"latency_s": latency, "new_tokens": tokens, "tokens_per_s": tokens / latency, "ms_per_token": 1.0})
+    return {"type": "returned", "function": "measure_generation", "time": 0.0, "arguments": described, "value": value}
+
+
+def tokenizer_at(side: str) -> dict[str, Any]:
+    return {"kind": "object", "type": "GPT2TokenizerFast", "padding_side": side}
+
+
+def measure_call(
+    prompts: list[str], max_new_tokens: int, use_cache: Any = True, side: str = "right", *extra: Any, **returned: Any
+):
+    from grader.checks.quantization import measure_calls
+    from grader.harness import CallOutcome
+
+    arguments = [("model", {"kind": "object", "type": "GPT2LMHeadModel"}), ("tokenizer", tokenizer_at(side))]
+    arguments += [("prompts", prompts), ("max_new_tokens", max_new_tokens), ("use_cache", use_cache)]
+    arguments += [(f"extra{index}", value) for index, value in enumerate(extra)]
+    (call,) = measure_calls(CallOutcome("returned", events=(measure_returned(*arguments, **returned),)), "measure_generation")
+    return call
+
+
+PROMPTS = ["a b c", "d e", "f g h i j"]
+
+
+def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure_function() -> None:
+    from grader.checks.quantization import ablation_asked
+
+    calls = [measure_call(list(reversed(PROMPTS)), 7, cache, side) for cache in (True, False) for side in ("left", "right")]
+    assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
+    # the side passed as an argument of the student's own, the cache as 0
+    calls = [measure_call(PROMPTS, 7, cache, "right", side) for cache in (1, 0) for side in ("left", "right")]
+    assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ([(True, "left"), (True, "right")], "use_cache=False was never passed"),
+        ([(cache, "right") for cache in (True, False)], "padding_side set to 'left'"),
+        ([(cache, "left") for cache in (True, False)], "padding_side set to 'right'"),
+    ],
+)
+def test_an_ablation_that_never_asked_for_a_setting_is_charged(settings: list[tuple[bool, str]], words: str) -> None:
+    from grader.checks.quantization import ablation_asked
+
+    calls = [measure_call(PROMPTS, 7, cache, side) for cache, side in settings]
+    assert any(words in problem for problem in ablation_asked(calls, PROMPTS, 7, "measure_generation"))
+
+
+def test_an_ablation_that_gave_other_prompts_or_tokens_is_charged() -> None:
+    from grader.checks.quantization import ablation_asked
+
+    settings = [(cache, side) for cache in (True, False) for side in ("left", "right")]
+    for prompts, tokens in ((PROMPTS[:1], 7), (PROMPTS, 32), (["x", "y", "z"], 7)):
+        calls = [measure_call(prompts, tokens, cache, side) for cache, side in settings]
+        (problem,) = ablation_asked(calls, PROMPTS, 7, "measure_generation")
+        assert "was never given the prompts and max_new_tokens=7" in problem
+
+
+def batch_frame(rows: list[tuple[int, float, float, float]]) -> Any:
+    from grader.values import Frame
+
+    columns = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
+    return Frame(columns, ("int64", "float64", "float64", "float64"), tuple(rows), len(rows))
+
+
+def test_batches_are_judged_by_what_measure_batched_gave_its_measure_function() -> None:
+    from grader.checks.quantization import BatchParams, batches_asked
+
+    sizes = ["throughput", "sizes"]
+    params = {expect: BatchParams(expect=expect, prompts=PROMPTS) for expect in sizes}
+    calls = [
+        measure_call([PROMPTS[0]], 7, latency=0.2, tokens=7),
+        measure_call([PROMPTS[1], PROMPTS[2], PROMPTS[1]], 7, latency=0.3, tokens=7),
+    ]
+    right = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.3, 0.1)])
+    for expect in sizes:
+        assert batches_asked(params[expect], PROMPTS, 7, [1, 3], right, calls).outcome == "passed"
+    # tokens counted as batch_size x max_new_tokens is the batch's count had it been generated
+    assert (
+        batches_asked(params["throughput"], PROMPTS, 7, [1, 3], batch_frame([(3, 0.3, 21 / 0.3, 0.1)]), calls).outcome == "passed"
+    )
+    invented = batch_frame([(1, 1.0, 7.0, 1.0), (3, 1.0, 7.0, 1 / 3)])
+    verdict = batches_asked(params["throughput"], PROMPTS, 7, [1, 3], invented, calls)
+    assert verdict.outcome == "failed" and "report the latency it measured" in verdict.message
+    first_only = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.9, 0.1)])
+    verdict = batches_asked(params["throughput"], PROMPTS, 7, [1, 3], first_only, calls)
+    assert verdict.outcome == "failed" and "tokens_per_s x latency_s" in verdict.message
+    per_batch = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.3, 0.3)])
+    assert "latency_per_sample_s" in batches_asked(params["throughput"], PROMPTS, 7, [1, 3], per_batch, calls).message
+    # every prompt whatever the size; prompts of its own; another max_new_tokens
+    for wrong in (
+        [measure_call(PROMPTS, 7), measure_call(PROMPTS, 7)],
+        [measure_call(["hello"], 7), measure_call(["hello"] * 3, 7)],
+        [measure_call([PROMPTS[0]], 32), measure_call(PROMPTS, 32)],
+    ):
+        verdict = batches_asked(params["sizes"], PROMPTS, 7, [1, 3], right, wrong)
+        assert verdict.outcome == "failed" and "pass each batch of batch_size prompts" in verdict.message
+
+
+class WordTokenizer:
+    """A made-up tokenizer: one id per word (a line break is a word)."""
+
+    def __call__(self, text: str) -> dict[str, list[int]]:
+        return {"input_ids": [hash(word) % 1000 for word in text.replace("\n", " \n ").split(" ") if word]}
+
+
+EDGES = {"short": "Hi", "long": " ".join(f"w{i}" for i in range(250)), "multi": "list:\n- eggs\n- milk", "repeat": "la " * 40}
+
+
+def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> None:
+    from grader.checks.quantization import EdgeParams, edges_asked
+
+    params, tokenizer, call = EdgeParams(), WordTokenizer(), "probe_edge_prompts(...)"
+    latencies = {kind: 0.1 * (index + 1) for index, kind in enumerate(EDGES)}
+    reported = {
+        kind: {"latency_s": latency, "tokens_per_s": 9 / latency, "ms_per_token": 1.0} for kind, latency in latencies.items()
+    }
+    calls = [measure_call([prompt], 9, latency=latencies[kind], tokens=9) for kind, prompt in EDGES.items()]
+    assert edges_asked(params, tokenizer, 9, call, calls, reported).outcome == "passed"
+    one_line = [measure_call([prompt.replace("\n", " ")], 9) for prompt in EDGES.values()]
+    verdict = edges_asked(params, tokenizer, 9, call, one_line, reported)
+    assert verdict.outcome == "failed" and "never gave measure_generation a multi-line prompt" in verdict.message
+    unfair = [measure_call([prompt], 9 if kind != "long" else 32) for kind, prompt in EDGES.items()]
+    verdict = edges_asked(params, tokenizer, 9, call, unfair, reported)
+    assert verdict.outcome == "failed" and "max_new_tokens=32" in verdict.message
+    # metrics of their own, or one call's metrics for two entries
+    for wrong in (
+        {**reported, "repeat": {"latency_s": 1.0, "tokens_per_s": 1.0, "ms_per_token": 1.0}},
+        {**reported, "repeat": reported["short"]},
+    ):
+        verdict = edges_asked(params, tokenizer, 9, call, calls, wrong)
+        assert verdict.outcome == "failed" and "not what any call of measure_generation it made returned" in verdict.message

@@ -16,7 +16,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -467,6 +467,55 @@ def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_
     return False
 
 
+@dataclass(frozen=True)
+class MeasureCall:
+    """One call of the student's measure_generation inside a hidden call of a function built on it, as its caller
+    made it: the arguments in measure_generation's order (model, tokenizer, prompts, max_new_tokens, use_cache: the
+    order the grader's own hidden calls rely on), read as the call began, and what it returned."""
+
+    prompts: list[str] | None
+    max_new_tokens: Any
+    use_cache: Any
+    padding_sides: frozenset[str]  # "left"/"right" passed beyond the five parameters, else the tokenizer's padding_side
+    returned: Any
+
+    @property
+    def uses_cache(self) -> bool:
+        return not (isinstance(self.use_cache, (bool, int)) and not self.use_cache)
+
+    def given(self, prompts: list[str], max_new_tokens: int) -> bool:
+        """Whether this call was given these prompts (in any order) and this max_new_tokens."""
+        return self.prompts is not None and sorted(self.prompts) == sorted(prompts) and self.max_new_tokens == max_new_tokens
+
+
+def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
+    """Every call of the watched ``function`` during a hidden call, in order (see :class:`MeasureCall`)."""
+    calls = []
+    for event in outcome.returned_events(function):
+        pairs = event.get("arguments")
+        pairs = [pair for pair in pairs if isinstance(pair, list) and len(pair) == 2] if isinstance(pairs, list) else []
+        values = [
+            decode(description) if isinstance(description, dict) and description.get("kind") != "object" else description
+            for _, description in pairs
+        ]
+        positional = (values + [None] * 5)[:5]
+        prompts = positional[2] if isinstance(positional[2], list) and all(isinstance(p, str) for p in positional[2]) else None
+        # A side passed to measure_generation beyond its five parameters is the one asked for; else the tokenizer's.
+        sides = {value for value in values[5:] if value in ("left", "right")}
+        if not sides and len(values) > 1 and isinstance(values[1], dict):
+            sides = {values[1].get("padding_side")}
+        calls.append(
+            MeasureCall(
+                prompts=prompts,
+                max_new_tokens=positional[3],
+                use_cache=positional[4],
+                padding_sides=frozenset(side for side in sides if isinstance(side, str)),
+                returned=decode(event.get("value")),
+            )
+        )
+    return calls
+
+
 @check_kind("cache_padding_ablation", AblationParams)
 def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Verdict:
     """The ablation: four settings keyed as the starter says, each measured as its own generate call shows."""
@@ -528,10 +577,15 @@ def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Ver
                 problems.append(f"under {setting_key(use_cache, side)!r}: {wrong_inputs.message.rstrip('.')}")
                 break
     if problems and measure_ignores_inputs(context, outcome, params.measure_function):
-        return Verdict.passed(
-            f"The ablation goes through {params.measure_function}, which does not generate the prompts it is given: "
-            "charged in its own checks."
-        )
+        # Its generate calls show what measure_generation ran, not what the ablation asked of it: judged by that.
+        asked = ablation_asked(measure_calls(outcome, params.measure_function), prompts, max_new_tokens, params.measure_function)
+        if not asked:
+            return Verdict.passed(
+                f"The ablation asked {params.measure_function} for every setting, with the prompts and max_new_tokens="
+                f"{max_new_tokens}; {params.measure_function} does not generate the prompts it is given, which is "
+                "charged in its own checks."
+            )
+        problems = asked
     if problems:
         return Verdict.failed(
             f"Called with {len(SETTINGS)} settings to compare, {'; '.join(problems)}.",
@@ -541,6 +595,30 @@ def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Ver
     return Verdict.passed(
         f"Every setting reached model.generate: use_cache toggled, left and right padding, max_new_tokens={max_new_tokens}."
     )
+
+
+def ablation_asked(calls: list[MeasureCall], prompts: list[str], max_new_tokens: int, function: str) -> list[str]:
+    """What an ablation failed to ask of measure_generation (empty: every setting, with the prompts and max_new_tokens)."""
+    problems = []
+    if all(call.uses_cache for call in calls):
+        problems.append(f"use_cache=False was never passed to {function}: pass use_cache=use_cache")
+    for side in ("left", "right"):
+        if not any(side in call.padding_sides for call in calls):
+            problems.append(f"{function} was never called with the tokenizer's padding_side set to {side!r}")
+    if not problems:
+        missing = [
+            setting_key(use_cache, side)
+            for use_cache, side in SETTINGS
+            if not any(
+                call.given(prompts, max_new_tokens) and call.uses_cache == use_cache and side in call.padding_sides
+                for call in calls
+            )
+        ]
+        if missing:
+            problems.append(
+                f"{function} was never given the prompts and max_new_tokens={max_new_tokens} under {', '.join(missing)}"
+            )
+    return problems
 
 
 # --------------------------------------------------------------------------------------
@@ -660,12 +738,9 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
     # Judged against the rows' own batch sizes: rows for other sizes than asked are the rows check's.
     claimed = [int(v) if is_number(v) else v for v in reported]
     if shapes != claimed and measure_ignores_inputs(context, outcome, params.measure_function):
-        # Its calls are not the batches the rows report (all on the one input it generates, they are not even told
-        # apart from their warm-ups): nothing here to judge the sizes or the rows' metrics against.
-        return Verdict.passed(
-            f"The batches go through {params.measure_function}, which does not generate the prompts it is given: "
-            "charged in its own checks."
-        )
+        # Its generate calls are not the batches the rows report (all on the one input it generates, they are not even
+        # told apart from their warm-ups): the batches are judged by what measure_batched gave measure_generation.
+        return batches_asked(params, prompts, max_new_tokens, claimed, frame, measure_calls(outcome, params.measure_function))
     if params.expect == "sizes":
         if shapes != claimed:
             return Verdict.failed(
@@ -678,7 +753,11 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
         for timed_event in timed:
             batch = event_rows(timed_event) or []
             stray = next((row for row in batch if not any(carries_prompt(reference_tokenizer, row, p) for p in prompts)), None)
-            if stray is not None and not measure_ignores_inputs(context, outcome, params.measure_function):
+            if stray is not None and measure_ignores_inputs(context, outcome, params.measure_function):
+                return batches_asked(
+                    params, prompts, max_new_tokens, claimed, frame, measure_calls(outcome, params.measure_function)
+                )
+            if stray is not None:
                 text = row_text(reference_tokenizer, stray)
                 return Verdict.failed(
                     f"A timed generate call of {params.function} (batch of {len(batch)}) ran a row that is none of the prompts "
@@ -690,9 +769,9 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
     by_size = _by_size(timed)
     measured = _returned_latencies(outcome, params.measure_function)
     for row in frame.records():
-        latency, rate, per_sample = row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"])
-        if not all(is_number(v) and float(v) > 0 for v in (latency, rate, per_sample, row["batch_size"])):
-            return Verdict.failed(f"The row for batch size {row['batch_size']} holds values that are not positive numbers.")
+        latency, rate = row["latency_s"], row["tokens_per_s"]
+        if (wrong := _not_positive(row)) is not None:
+            return wrong
         events = by_size.get(int(row["batch_size"]), [])
         if not events:
             continue  # batches of another size are charged by the sizes check
@@ -721,17 +800,88 @@ def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
                 expected=f"{_span(number(low / float(latency)), number(high / float(latency)))} tokens/s",
                 found=number(float(rate)),
             )
-        if "latency_per_sample_s" in row and not math.isclose(
-            float(per_sample), float(latency) / rows, rel_tol=params.rate_tolerance
-        ):
-            return Verdict.failed(
-                f"For batch size {rows}, latency_per_sample_s is {number(float(per_sample))}, but latency_s / batch_size is "
-                f"{number(float(latency) / rows)}.",
-                expected=number(float(latency) / rows),
-                found=number(float(per_sample)),
-            )
+        if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
+            return wrong
     return Verdict.passed(
         "tokens_per_s counts the new tokens of every sequence, and latency_per_sample_s is latency_s / batch_size."
+    )
+
+
+def _not_positive(row: dict[str, Any]) -> Verdict | None:
+    """A batching row whose values are not all positive numbers."""
+    values = (row["latency_s"], row["tokens_per_s"], row.get("latency_per_sample_s", row["latency_s"]), row["batch_size"])
+    if not all(is_number(v) and float(v) > 0 for v in values):
+        return Verdict.failed(f"The row for batch size {row['batch_size']} holds values that are not positive numbers.")
+    return None
+
+
+def _per_sample_problem(row: dict[str, Any], tolerance: float) -> Verdict | None:
+    """A batching row whose latency_per_sample_s is not latency_s / batch_size."""
+    latency, rows = float(row["latency_s"]), int(row["batch_size"])
+    if "latency_per_sample_s" in row and not math.isclose(float(row["latency_per_sample_s"]), latency / rows, rel_tol=tolerance):
+        return Verdict.failed(
+            f"For batch size {rows}, latency_per_sample_s is {number(float(row['latency_per_sample_s']))}, but latency_s / "
+            f"batch_size is {number(latency / rows)}.",
+            expected=number(latency / rows),
+            found=number(float(row["latency_per_sample_s"])),
+        )
+    return None
+
+
+def batches_asked(
+    params: BatchParams, prompts: list[str], max_new_tokens: int, claimed: list[Any], frame: Frame, calls: list[MeasureCall]
+) -> Verdict:
+    """measure_batched judged by the calls it made of a measure_generation that does not generate what it is given
+    (charged in its own checks): a batch of each size drawn from the prompts, with max_new_tokens, and each row
+    reporting what measure_generation returned for its batch."""
+    function = params.measure_function
+    asked = [call for call in calls if call.max_new_tokens == max_new_tokens and call.prompts is not None]
+    batches = {len(call.prompts or []): call for call in asked if all(p in prompts for p in call.prompts or [])}
+    missing = [size for size in claimed if not (is_number(size) and int(size) in batches)]
+    if params.expect == "sizes":
+        if missing:
+            given = [len(call.prompts or []) for call in asked]
+            return Verdict.failed(
+                f"The rows report batch sizes {claimed}, but {params.function} gave {function} (max_new_tokens="
+                f"{max_new_tokens}) batches of {given} prompts drawn from the prompts: pass each batch of batch_size prompts.",
+                expected=f"batches of {claimed}",
+                found=f"batches of {given}",
+            )
+        return Verdict.passed(
+            f"{params.function} gave {function} batches of {claimed} prompts; {function} does not generate the prompts "
+            "it is given, which is charged in its own checks."
+        )
+    for row in frame.records():
+        latency, rate = row["latency_s"], row["tokens_per_s"]
+        if (wrong := _not_positive(row)) is not None:
+            return wrong
+        call = batches.get(int(row["batch_size"]))
+        if call is None:
+            continue  # batches of another size are charged by the sizes check
+        rows, returned = int(row["batch_size"]), call.returned
+        if not (isinstance(returned, dict) and all(is_number(returned.get(key)) for key in ("latency_s", "tokens_per_s"))):
+            continue  # what measure_generation returned is judged in its own check
+        if not math.isclose(float(latency), float(returned["latency_s"]), rel_tol=params.rate_tolerance):
+            return Verdict.failed(
+                f"For batch size {rows}, latency_s is {number(float(latency), 's')}, but {function} returned "
+                f"{number(float(returned['latency_s']), 's')} for that batch: report the latency it measured.",
+                expected=number(float(returned["latency_s"]), "s"),
+                found=number(float(latency), "s"),
+            )
+        produced = float(rate) * float(latency)
+        counted = float(returned["tokens_per_s"]) * float(returned["latency_s"])
+        if not any(math.isclose(produced, n, rel_tol=params.rate_tolerance) for n in (counted, rows * max_new_tokens)):
+            return Verdict.failed(
+                f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but {function} counted "
+                f"{number(counted)} new tokens for that batch: tokens_per_s should be the batch's new tokens divided by latency_s.",
+                expected=f"{number(counted / float(latency))} tokens/s",
+                found=number(float(rate)),
+            )
+        if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
+            return wrong
+    return Verdict.passed(
+        f"Each row reports what {function} measured for its batch ({function} does not generate the prompts it is given, "
+        "which is charged in its own checks)."
     )
 
 
@@ -1010,9 +1160,9 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     kinds = {kind: [timed[index]] for kind, index in assign_kinds(traits, EDGE_KINDS).items()}
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
     if missing and measure_ignores_inputs(context, outcome, params.measure_function):
-        return Verdict.passed(
-            f"The edge prompts go through {params.measure_function}, which does not generate the prompts it is given: "
-            "charged in its own checks."
+        # Its generate calls show what measure_generation ran, not what it was given: judged by what it was given.
+        return edges_asked(
+            params, reference_tokenizer, max_new_tokens, call, measure_calls(outcome, params.measure_function), value
         )
     if missing:
         return Verdict.failed(
@@ -1043,6 +1193,63 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
                 found=f"{unmatched!r}: latency_s {number(float(value[unmatched]['latency_s']), 's')}",
             )
     return Verdict.passed(f"All four edge prompt kinds were measured with max_new_tokens={max_new_tokens}.")
+
+
+def edges_asked(
+    params: EdgeParams, reference_tokenizer: Any, max_new_tokens: int, call: str, calls: list[MeasureCall], value: dict[Any, Any]
+) -> Verdict:
+    """probe_edge_prompts judged by what it gave a measure_generation that does not generate what it is given
+    (charged in its own checks) and what it reports: every edge kind, each with the max_new_tokens it was called
+    with, and each entry ``value`` holds the metrics one of those calls returned."""
+    function = params.measure_function
+    given = [(prompt, measured) for measured in calls[:12] for prompt in measured.prompts or []]
+    traits = [edge_kinds(reference_tokenizer(prompt)["input_ids"], prompt, params) for prompt, _ in given]
+    kinds = assign_kinds(traits, EDGE_KINDS)
+    missing = [kind for kind in EDGE_KINDS if kind not in kinds]
+    if missing:
+        return Verdict.failed(
+            f"{call} never gave {function} a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} "
+            f"tokens; very long: at least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens "
+            "repeated).",
+            expected=", ".join(EDGE_KINDS),
+            found=", ".join(kinds) or "none of them",
+        )
+    unfair = sorted({str(given[index][1].max_new_tokens) for index in kinds.values()} - {str(max_new_tokens)})
+    if unfair:
+        return Verdict.failed(
+            f"Called with max_new_tokens={max_new_tokens}, {call} gave {function} some edge prompts with max_new_tokens="
+            f"{', '.join(unfair)}: pass the same max_new_tokens to every measurement so the comparison is fair.",
+            expected=f"max_new_tokens={max_new_tokens} everywhere",
+            found=", ".join(unfair),
+        )
+    # Each entry reports what a call of its own returned (its generate calls, all on the one input measure_generation
+    # generates, are not told apart: their metrics are what there is to match).
+    names = list(value)
+    fits = [[i for i, measured in enumerate(calls) if _reports(params, value[name], measured.returned)] for name in names]
+    if max_matching(fits) < len(names):
+        unmatched = next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1])
+        return Verdict.failed(
+            f"The metrics {call} reports for {unmatched!r} are not what any call of {function} it made returned: report "
+            "each prompt's own measurement.",
+            expected=f"each entry's metrics from its own call of {function}",
+            found=f"{unmatched!r}: latency_s {number(float(value[unmatched]['latency_s']), 's')}",
+        )
+    return Verdict.passed(
+        f"All four edge prompt kinds were given to {function} with max_new_tokens={max_new_tokens}, each entry what its "
+        f"call returned ({function} does not generate the prompts it is given, which is charged in its own checks)."
+    )
+
+
+def _reports(params: EdgeParams, metrics: Any, returned: Any) -> bool:
+    """Whether an entry's metrics are those a measuring call returned (latency_s, and the tokens they imply)."""
+    if not all(
+        isinstance(d, dict) and is_number(d.get("latency_s")) and is_number(d.get("tokens_per_s")) for d in (metrics, returned)
+    ):
+        return False
+    latency, counted = float(returned["latency_s"]), float(returned["tokens_per_s"]) * float(returned["latency_s"])
+    produced = float(metrics["tokens_per_s"]) * float(metrics["latency_s"])
+    close = partial(math.isclose, rel_tol=params.rate_tolerance)
+    return close(float(metrics["latency_s"]), latency) and close(produced, counted)
 
 
 def _edge_fits(params: EdgeParams, metrics: Any, event: dict[str, Any], max_new_tokens: int) -> bool:

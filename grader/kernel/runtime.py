@@ -1535,16 +1535,45 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _arguments(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[list[Any]]:
+    """What a watched function was given, as [parameter name, description] in the signature's order (defaults
+    applied), read as the call begins: plain values and lists of them described, any other object by its type and,
+    where it has one, its ``padding_side`` (a tokenizer's, which the function's callers set before calling it)."""
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = bound.arguments
+    except (TypeError, ValueError):
+        arguments = {f"{index}": value for index, value in enumerate(args)} | kwargs
+    described: list[list[Any]] = []
+    for name, value in list(arguments.items())[:16]:
+        try:
+            plain = value is None or isinstance(value, (bool, int, float, str))
+            if plain or (isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value)):
+                described.append([str(name), describe(value)])
+                continue
+            entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
+            side = getattr(value, "padding_side", None)
+            if isinstance(side, str):
+                entry["padding_side"] = side[:20]
+            described.append([str(name), entry])
+        except Exception as error:  # a hostile argument must not break the student's call
+            described.append([str(name), {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}])
+    return described
+
+
 @contextlib.contextmanager
 def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[None]:
-    """While a call runs, record what each named notebook function returns, as ``returned`` events."""
+    """While a call runs, record what each named notebook function returns, as ``returned`` events, with the
+    arguments it was given."""
     originals = {name: namespace[name] for name in names if callable(namespace.get(name))}
 
     def watched(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         @_wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = _arguments(original, args, kwargs)
             value = original(*args, **kwargs)
-            event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now()}
+            event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now(), "arguments": arguments}
             try:
                 event["value"] = describe(value)
             except Exception as error:  # describing hostile objects must not break the student's call

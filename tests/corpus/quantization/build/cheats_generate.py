@@ -47,7 +47,8 @@ CHEATS: list[tuple[str, str, list[str], list[tuple[str, str]]]] = [
         "cheat-measure-ignores-prompts",
         "measure_generation always measures [PROMPTS[0]], whatever prompts it is given (its latency and counts are "
         "those of that call). The functions built on it (ablation, batching, edge prompts) then generate a single "
-        "unpadded row too: that is charged to measure_generation alone.",
+        "unpadded row too: that is charged to measure_generation alone (they are judged by the arguments they gave it, "
+        "which are right).",
         ["measure-latency", "measure-tokens"],
         [
             (
