@@ -280,3 +280,32 @@ def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> 
     ):
         verdict = edges_asked(params, tokenizer, 9, call, calls, wrong)
         assert verdict.outcome == "failed" and "not what any call of measure_generation it made returned" in verdict.message
+
+
+def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
+    from grader.kernel.runtime import MAX_ARGUMENT, _arguments
+
+    class Tokenizer:
+        padding_side = "left"
+
+    class Hostile:
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("no")
+
+    def measure(model, tokenizer, prompts, max_new_tokens=32, use_cache=True, *rest, **options):
+        return None
+
+    recorded = dict(_arguments(measure, (Hostile(), Tokenizer(), ("a", "b")), {"use_cache": False, "side": "right"}))
+    assert list(recorded) == ["model", "tokenizer", "prompts", "max_new_tokens", "use_cache", "side"]
+    assert recorded["model"]["kind"] == "undescribable" and recorded["model"]["error"] == "RuntimeError('no')"
+    assert recorded["tokenizer"]["kind"] == "object" and recorded["tokenizer"]["padding_side"] == "left"
+    assert recorded["prompts"]["kind"] == "tuple" and recorded["max_new_tokens"]["value"] == 32
+    assert recorded["use_cache"]["value"] is False and recorded["side"]["value"] == "right"
+    assert [name for name, _ in _arguments(measure, (1, 2, 3, 4, 5, "left"), {})][5:] == ["rest[0]"]
+    corpus = ["x" * 10] * 65
+    long = "y" * (MAX_ARGUMENT + 1)
+    recorded = dict(_arguments(measure, (None, None, corpus, long), {}))
+    assert recorded["prompts"] == {"kind": "object", "type": "builtins.list", "length": 65}
+    assert recorded["max_new_tokens"] == {"kind": "object", "type": "builtins.str", "length": MAX_ARGUMENT + 1}
+    # A call its signature does not accept is recorded by position (the call itself then raises, as it would).
+    assert [name for name, _ in _arguments(measure, (1,), {})] == ["0"]

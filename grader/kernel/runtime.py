@@ -46,6 +46,7 @@ MAX_IDS = 2_048  # token IDs kept per generate call
 MAX_ROWS = 64  # rows of a generate call's batch whose ids are kept (each up to MAX_IDS)
 MAX_ROW_IDS = 4 * MAX_IDS  # ids kept over all the rows of one generate call
 MAX_CAPTURE = 20_000  # characters of stdout/stderr kept per call
+MAX_ARGUMENT = 4_096  # characters of a string argument of a watched function kept (longer ones: only their length)
 
 
 # --------------------------------------------------------------------------------------
@@ -1540,19 +1541,34 @@ def _arguments(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     applied), read as the call begins: plain values and lists of them described, any other object by its type and,
     where it has one, its ``padding_side`` (a tokenizer's, which the function's callers set before calling it)."""
     try:
-        bound = inspect.signature(function).bind(*args, **kwargs)
+        signature = inspect.signature(function)
+        bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        arguments = bound.arguments
+        arguments = {}
+        for name, value in bound.arguments.items():  # *args and **kwargs flattened: each given value by itself
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                arguments.update({f"{name}[{index}]": item for index, item in enumerate(value)})
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            else:
+                arguments[name] = value
     except (TypeError, ValueError):
         arguments = {f"{index}": value for index, value in enumerate(args)} | kwargs
+
+    def small(item: Any) -> bool:
+        return item is None or isinstance(item, (bool, int, float)) or (isinstance(item, str) and len(item) <= MAX_ARGUMENT)
+
     described: list[list[Any]] = []
     for name, value in list(arguments.items())[:16]:
         try:
-            plain = value is None or isinstance(value, (bool, int, float, str))
-            if plain or (isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value)):
+            # A list of prompts is kept; a corpus of texts is not (events must stay small).
+            if small(value) or (isinstance(value, (list, tuple)) and len(value) <= 64 and all(map(small, value))):
                 described.append([str(name), describe(value)])
                 continue
             entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
+            if isinstance(value, (str, list, tuple, dict)):
+                entry["length"] = len(value)
             side = getattr(value, "padding_side", None)
             if isinstance(side, str):
                 entry["padding_side"] = side[:20]
