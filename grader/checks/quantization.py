@@ -1138,7 +1138,12 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
             literal(max_new_tokens),
             watch=(params.measure_function,),
         ),
-        lambda outcome: outcome.ok and _edge_unmatched(params, outcome, max_new_tokens) is not None,
+        # (not again where measure_generation ignores its prompts: its calls share one input, never told apart)
+        lambda outcome: (
+            outcome.ok
+            and _edge_unmatched(params, outcome, max_new_tokens) is not None
+            and not measure_ignores_inputs(context, outcome, params.measure_function)
+        ),
     )
     value = context.returned(outcome, call)
     if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):
