@@ -176,6 +176,8 @@ def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure
 
     calls = [measure_call(list(reversed(PROMPTS)), 7, cache, side) for cache in (True, False) for side in ("left", "right")]
     assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
+    calls = [measure_call(tuple(PROMPTS), 7, cache, side) for cache in (True, False) for side in ("left", "right")]
+    assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
     # the side passed as an argument of the student's own, the cache as 0
     calls = [measure_call(PROMPTS, 7, cache, "right", side) for cache in (1, 0) for side in ("left", "right")]
     assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []

@@ -499,7 +499,8 @@ def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
             for _, description in pairs
         ]
         positional = (values + [None] * 5)[:5]
-        prompts = positional[2] if isinstance(positional[2], list) and all(isinstance(p, str) for p in positional[2]) else None
+        given = positional[2]
+        prompts = list(given) if isinstance(given, (list, tuple)) and all(isinstance(p, str) for p in given) else None
         # A side passed to measure_generation beyond its five parameters is the one asked for; else the tokenizer's.
         sides = {value for value in values[5:] if value in ("left", "right")}
         if not sides and len(values) > 1 and isinstance(values[1], dict):
