@@ -311,3 +311,18 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
     assert recorded["max_new_tokens"] == {"kind": "object", "type": "builtins.str", "length": MAX_ARGUMENT + 1}
     # A call its signature does not accept is recorded by position (the call itself then raises, as it would).
     assert [name for name, _ in _arguments(measure, (1,), {})] == ["0"]
+
+
+def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> None:
+    from grader.checks.quantization import BatchParams, EdgeParams, batches_asked, edges_asked
+
+    params = BatchParams(expect="throughput", prompts=PROMPTS)
+    calls = [measure_call([PROMPTS[0]], 7, latency=latency, tokens=7) for latency in (0.2, 0.3)]
+    for latency in (0.2, 0.25, 0.3):
+        row = batch_frame([(1, latency, 7 / latency, latency)])
+        assert batches_asked(params, PROMPTS, 7, [1], row, calls).outcome == "passed", latency
+    assert batches_asked(params, PROMPTS, 7, [1], batch_frame([(1, 0.5, 14.0, 0.5)]), calls).outcome == "failed"
+    edge = EdgeParams()
+    calls = [measure_call([prompt], 9, latency=latency, tokens=9) for prompt in EDGES.values() for latency in (0.1, 0.2)]
+    mean = {kind: {"latency_s": 0.15, "tokens_per_s": 9 / 0.15, "ms_per_token": 1.0} for kind in EDGES}
+    assert edges_asked(edge, WordTokenizer(), 9, "probe_edge_prompts(...)", calls, mean).outcome == "passed"

@@ -829,6 +829,24 @@ def _per_sample_problem(row: dict[str, Any], tolerance: float) -> Verdict | None
     return None
 
 
+def _returned_range(calls: list[MeasureCall]) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """(latency_s low, high), (new tokens low, high) over what these calls of measure_generation returned: a caller
+    may report any one of them, or their best or mean. None where none returned numbers (judged in its own check)."""
+    returned = [
+        (float(r["latency_s"]), float(r["tokens_per_s"]) * float(r["latency_s"]))
+        for call in calls
+        if isinstance(r := call.returned, dict) and all(is_number(r.get(key)) for key in ("latency_s", "tokens_per_s"))
+    ]
+    if not returned:
+        return None
+    latencies, tokens = [latency for latency, _ in returned], [count for _, count in returned]
+    return (min(latencies), max(latencies)), (min(tokens), max(tokens))
+
+
+def _within(value: float, span: tuple[float, float], tolerance: float) -> bool:
+    return span[0] * (1 - tolerance) <= value <= span[1] * (1 + tolerance)
+
+
 def batches_asked(
     params: BatchParams, prompts: list[str], max_new_tokens: int, claimed: list[Any], frame: Frame, calls: list[MeasureCall]
 ) -> Verdict:
@@ -837,7 +855,10 @@ def batches_asked(
     reporting what measure_generation returned for its batch."""
     function = params.measure_function
     asked = [call for call in calls if call.max_new_tokens == max_new_tokens and call.prompts is not None]
-    batches = {len(call.prompts or []): call for call in asked if all(p in prompts for p in call.prompts or [])}
+    batches: dict[int, list[MeasureCall]] = {}
+    for call in asked:
+        if all(p in prompts for p in call.prompts or []):
+            batches.setdefault(len(call.prompts or []), []).append(call)
     missing = [size for size in claimed if not (is_number(size) and int(size) in batches)]
     if params.expect == "sizes":
         if missing:
@@ -856,26 +877,25 @@ def batches_asked(
         latency, rate = row["latency_s"], row["tokens_per_s"]
         if (wrong := _not_positive(row)) is not None:
             return wrong
-        call = batches.get(int(row["batch_size"]))
-        if call is None:
-            continue  # batches of another size are charged by the sizes check
-        rows, returned = int(row["batch_size"]), call.returned
-        if not (isinstance(returned, dict) and all(is_number(returned.get(key)) for key in ("latency_s", "tokens_per_s"))):
-            continue  # what measure_generation returned is judged in its own check
-        if not math.isclose(float(latency), float(returned["latency_s"]), rel_tol=params.rate_tolerance):
+        spans = _returned_range(batches.get(int(row["batch_size"]), []))
+        if spans is None:
+            continue  # batches of another size are charged by the sizes check; what it returned, in its own check
+        rows, (latencies, counts) = int(row["batch_size"]), spans
+        if not _within(float(latency), latencies, params.rate_tolerance):
             return Verdict.failed(
                 f"For batch size {rows}, latency_s is {number(float(latency), 's')}, but {function} returned "
-                f"{number(float(returned['latency_s']), 's')} for that batch: report the latency it measured.",
-                expected=number(float(returned["latency_s"]), "s"),
+                f"{_span(number(latencies[0], 's'), number(latencies[1], 's'))} for that batch: report the latency it measured.",
+                expected=_span(number(latencies[0], "s"), number(latencies[1], "s")),
                 found=number(float(latency), "s"),
             )
         produced = float(rate) * float(latency)
-        counted = float(returned["tokens_per_s"]) * float(returned["latency_s"])
-        if not any(math.isclose(produced, n, rel_tol=params.rate_tolerance) for n in (counted, rows * max_new_tokens)):
+        everyone = math.isclose(produced, rows * max_new_tokens, rel_tol=params.rate_tolerance)
+        if not (everyone or _within(produced, counts, params.rate_tolerance)):
             return Verdict.failed(
                 f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but {function} counted "
-                f"{number(counted)} new tokens for that batch: tokens_per_s should be the batch's new tokens divided by latency_s.",
-                expected=f"{number(counted / float(latency))} tokens/s",
+                f"{_span(number(counts[0]), number(counts[1]))} new tokens for that batch: tokens_per_s should be the "
+                "batch's new tokens divided by latency_s.",
+                expected=f"{_span(number(counts[0] / float(latency)), number(counts[1] / float(latency)))} tokens/s",
                 found=number(float(rate)),
             )
         if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
@@ -1228,10 +1248,14 @@ def edges_asked(
             expected=f"max_new_tokens={max_new_tokens} everywhere",
             found=", ".join(unfair),
         )
-    # Each entry reports what a call of its own returned (its generate calls, all on the one input measure_generation
-    # generates, are not told apart: their metrics are what there is to match).
+    # Each entry reports what the calls of its own prompt returned (its generate calls, all on the one input
+    # measure_generation generates, are not told apart: their metrics are what there is to match).
+    groups: dict[tuple[str, ...], list[MeasureCall]] = {}
+    for measured in calls:
+        groups.setdefault(tuple(measured.prompts or ()), []).append(measured)
+    spans = [span for group in groups.values() if (span := _returned_range(group)) is not None]
     names = list(value)
-    fits = [[i for i, measured in enumerate(calls) if _reports(params, value[name], measured.returned)] for name in names]
+    fits = [[i for i, span in enumerate(spans) if _reports(params, value[name], span)] for name in names]
     if max_matching(fits) < len(names):
         unmatched = next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1])
         return Verdict.failed(
@@ -1246,16 +1270,12 @@ def edges_asked(
     )
 
 
-def _reports(params: EdgeParams, metrics: Any, returned: Any) -> bool:
-    """Whether an entry's metrics are those a measuring call returned (latency_s, and the tokens they imply)."""
-    if not all(
-        isinstance(d, dict) and is_number(d.get("latency_s")) and is_number(d.get("tokens_per_s")) for d in (metrics, returned)
-    ):
+def _reports(params: EdgeParams, metrics: Any, span: tuple[tuple[float, float], tuple[float, float]]) -> bool:
+    """Whether an entry's metrics are what calls of one prompt returned (latency_s, and the tokens they imply)."""
+    if not (isinstance(metrics, dict) and all(is_number(metrics.get(key)) for key in ("latency_s", "tokens_per_s"))):
         return False
-    latency, counted = float(returned["latency_s"]), float(returned["tokens_per_s"]) * float(returned["latency_s"])
-    produced = float(metrics["tokens_per_s"]) * float(metrics["latency_s"])
-    close = partial(math.isclose, rel_tol=params.rate_tolerance)
-    return close(float(metrics["latency_s"]), latency) and close(produced, counted)
+    latency, produced = float(metrics["latency_s"]), float(metrics["tokens_per_s"]) * float(metrics["latency_s"])
+    return _within(latency, span[0], params.rate_tolerance) and _within(produced, span[1], params.rate_tolerance)
 
 
 def _edge_fits(params: EdgeParams, metrics: Any, event: dict[str, Any], max_new_tokens: int) -> bool:
