@@ -114,9 +114,25 @@ FORGERIES = {
 }
 
 
+# The accepted limit (README "Security model", "Still trusted"): the kernel decides when to ask for a pause, so a
+# tokenizer call switched out of pacing inside the timer is not paused and leaves no trace. Nothing outside the kernel
+# sees a tokenization; what it hides is the tokenization's own time, within the latency's tolerance.
+UNPACED_TOKENIZER = (
+    "def unpaced_tokenizer(model, tokenizer, prompt, n):\n"
+    "    warm = tokenizer(prompt, return_tensors='pt')\n"
+    "    model.generate(**warm, max_new_tokens=n)\n"
+    "    start = time.perf_counter()\n"
+    "    paced, R.paced = R.paced, False\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    R.paced = paced\n"
+    "    model.generate(**inputs, max_new_tokens=n)\n"
+    "    return time.perf_counter() - start\n"
+)
+
+
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory, zoo: ModelZoo) -> Iterator[Harness]:
-    cells = [FIND_RUNTIME, HONEST, *(source for source, _ in FORGERIES.values())]
+    cells = [FIND_RUNTIME, HONEST, UNPACED_TOKENIZER, *(source for source, _ in FORGERIES.values())]
     with installed_kernel(tmp_path_factory.mktemp("tampering"), zoo, cells) as harness:
         yield harness
 
@@ -146,6 +162,16 @@ def test_a_forgery_inside_the_call_is_ruled_out(kernel: Harness, function: str) 
     assert kernel.tampered[function] == outcome.message
     # Put back before returning: the next honest call is trusted again.
     assert timed(kernel, "honest").status == "returned"
+
+
+def test_a_tokenizer_call_switched_out_of_pacing_is_the_accepted_limit(kernel: Harness) -> None:
+    """Pinned so that the README's account of it stays true: returned, not ruled out, and what it hides is small."""
+    outcome = timed(kernel, "unpaced_tokenizer")
+    assert outcome.status == "returned" and "unpaced_tokenizer" not in kernel.tampered
+    timed_generate = outcome.generate_events()[-1]
+    # (the tokenization's own time, a millisecond or so, far below the 0.2 s a paced call would have added)
+    assert isinstance(outcome.value, float) and 0 <= outcome.value - timed_generate["duration_s"] < 0.05
+    assert len([event for event in outcome.events if event.get("type") == "tokenize"]) == 1  # the paced one, outside
 
 
 def test_instrumentation_has_no_wrapped_attribute_but_keeps_signatures(kernel: Harness) -> None:
