@@ -19,7 +19,8 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
     # nor precision; the ablation keys have a space; the table has no quantized row; measure_batched
     # has no latency_per_sample_s column, and builds every batch with the first size's count of prompts
     # (the later ones made long, so its two timed calls take different times: the first row is judged
-    # against the call it reports, not the other call of that size).
+    # against the call it reports, not the other call of that size); probe_edge_prompts reports the very
+    # short prompt's metrics for the repetitive one (on the tiny model both calls can take the same time).
     "tokenizer-seconds-info-keys-table-columns": [
         (
             "        batch = [prompts[i % len(prompts)] for i in range(batch_size)]",
@@ -43,6 +44,14 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
         ('ablation["use_cache=False,padding=left"]', 'ablation["use_cache=False, padding=left"]'),
         ('        row("quantized (onnxruntime int8)", results["quantized"], results["perplexity"]["quantized"]["ppx"]),\n', ""),
         ('            "latency_per_sample_s": metrics["latency_s"] / batch_size,\n', ""),
+        (
+            "    return {kind: measure_generation(model, tokenizer, [prompt], max_new_tokens=max_new_tokens)\n"
+            "            for kind, prompt in edge_prompts.items()}",
+            "    results = {kind: measure_generation(model, tokenizer, [prompt], max_new_tokens=max_new_tokens)\n"
+            "               for kind, prompt in edge_prompts.items()}\n"
+            '    results["repetitive"] = results["very_short"]\n'
+            "    return results",
+        ),
         (
             "{int(smallest['batch_size'])}; latency per sample \"\n"
             "        f\"{largest['latency_per_sample_s']:.3f} s vs {smallest['latency_per_sample_s']:.3f} s.\",",
@@ -128,6 +137,7 @@ EXPECTED_LOSSES = {
         "build-results-table",
         "batching-rows",
         "batching-sizes",
+        "edge-prompts",
     },
     "warmup-timed-one-batch-base2": {"measure-latency", "batching-sizes", "ppx-exp"},
     "ppx-first-model-ablation-ms": {"ppx-quantized", "build-results-table", "results-table", "takeaways", "ablation-keys"},
@@ -297,3 +307,8 @@ def test_callers_of_a_measure_function_that_ignores_its_prompts_are_judged_by_wh
         assert result == "failed" and words in message, message
     result, message = outcome(bundles, bundle, "batching-throughput")
     assert result == "passed" and "what measure_generation measured for its batch" in message
+
+
+def test_an_edge_entry_copying_another_entrys_metrics_is_named(bundles) -> None:
+    result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "edge-prompts")
+    assert result == "failed" and "reports for 'repetitive'" in message, message
