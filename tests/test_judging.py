@@ -285,7 +285,7 @@ def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> 
 
 
 def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
-    from grader.kernel.runtime import MAX_ARGUMENT, _arguments
+    from grader.kernel.runtime import MAX_ARGUMENT, _arguments, _signature
 
     class Tokenizer:
         padding_side = "left"
@@ -297,20 +297,20 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
     def measure(model, tokenizer, prompts, max_new_tokens=32, use_cache=True, *rest, **options):
         return None
 
-    recorded = dict(_arguments(measure, (Hostile(), Tokenizer(), ("a", "b")), {"use_cache": False, "side": "right"}))
+    recorded = dict(_arguments(_signature(measure), (Hostile(), Tokenizer(), ("a", "b")), {"use_cache": False, "side": "right"}))
     assert list(recorded) == ["model", "tokenizer", "prompts", "max_new_tokens", "use_cache", "side"]
     assert recorded["model"]["kind"] == "undescribable" and recorded["model"]["error"] == "RuntimeError('no')"
     assert recorded["tokenizer"]["kind"] == "object" and recorded["tokenizer"]["padding_side"] == "left"
     assert recorded["prompts"]["kind"] == "tuple" and recorded["max_new_tokens"]["value"] == 32
     assert recorded["use_cache"]["value"] is False and recorded["side"]["value"] == "right"
-    assert [name for name, _ in _arguments(measure, (1, 2, 3, 4, 5, "left"), {})][5:] == ["rest[0]"]
+    assert [name for name, _ in _arguments(_signature(measure), (1, 2, 3, 4, 5, "left"), {})][5:] == ["rest[0]"]
     corpus = ["x" * 10] * 65
     long = "y" * (MAX_ARGUMENT + 1)
-    recorded = dict(_arguments(measure, (None, None, corpus, long), {}))
+    recorded = dict(_arguments(_signature(measure), (None, None, corpus, long), {}))
     assert recorded["prompts"] == {"kind": "object", "type": "builtins.list", "length": 65}
     assert recorded["max_new_tokens"] == {"kind": "object", "type": "builtins.str", "length": MAX_ARGUMENT + 1}
     # A call its signature does not accept is recorded by position (the call itself then raises, as it would).
-    assert [name for name, _ in _arguments(measure, (1,), {})] == ["0"]
+    assert [name for name, _ in _arguments(_signature(measure), (1,), {})] == ["0"]
 
 
 def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> None:

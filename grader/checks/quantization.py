@@ -1190,21 +1190,12 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
         return edges_asked(
             params, reference_tokenizer, max_new_tokens, call, measure_calls(outcome, params.measure_function), value
         )
-    if missing:
-        return Verdict.failed(
-            f"No generate call of {call} had a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens; "
-            f"very long: at least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens repeated).",
-            expected=", ".join(EDGE_KINDS),
-            found=", ".join(kinds) or "none of them",
-        )
-    unfair = sorted({str(tokens_limit(e)) for events in kinds.values() for e in events[-1:]} - {str(max_new_tokens)})
-    if unfair:
-        return Verdict.failed(
-            f"Called with max_new_tokens={max_new_tokens}, some edge prompts ran with max_new_tokens={', '.join(unfair)}: "
-            "pass the same max_new_tokens to every measurement so the comparison is fair.",
-            expected=f"max_new_tokens={max_new_tokens} everywhere",
-            found=", ".join(unfair),
-        )
+    limits = [tokens_limit(e) for events in kinds.values() for e in events[-1:]]
+    coverage = _edge_coverage(
+        params, max_new_tokens, missing, list(kinds), limits, f"No generate call of {call} had", "some edge prompts ran with"
+    )
+    if coverage is not None:
+        return coverage
     unmatched = _edge_unmatched(params, outcome, max_new_tokens)
     if unmatched is not None:
         measured = _returned_latencies(outcome, params.measure_function)
@@ -1226,6 +1217,29 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     return Verdict.passed(f"All four edge prompt kinds were measured with max_new_tokens={max_new_tokens}.")
 
 
+def _edge_coverage(
+    params: EdgeParams, max_new_tokens: int, missing: list[str], found: list[str], limits: list[Any], who: str, lead: str
+) -> Verdict | None:
+    """The failed verdict where an edge kind was not run (``who`` ... "a multi-line prompt") or a kind's run had
+    another max_new_tokens than asked (``limits``, one per kind found; ``lead`` ... "max_new_tokens=32"); else None."""
+    if missing:
+        return Verdict.failed(
+            f"{who} a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens; very long: at "
+            f"least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens repeated).",
+            expected=", ".join(EDGE_KINDS),
+            found=", ".join(found) or "none of them",
+        )
+    unfair = sorted(set(map(str, limits)) - {str(max_new_tokens)})
+    if unfair:
+        return Verdict.failed(
+            f"Called with max_new_tokens={max_new_tokens}, {lead} max_new_tokens={', '.join(unfair)}: pass the same "
+            "max_new_tokens to every measurement so the comparison is fair.",
+            expected=f"max_new_tokens={max_new_tokens} everywhere",
+            found=", ".join(unfair),
+        )
+    return None
+
+
 def edges_asked(
     params: EdgeParams, reference_tokenizer: Any, max_new_tokens: int, call: str, calls: list[MeasureCall], value: dict[Any, Any]
 ) -> Verdict:
@@ -1237,22 +1251,11 @@ def edges_asked(
     traits = [edge_kinds(reference_tokenizer(prompt)["input_ids"], prompt, params) for prompt, _ in given]
     kinds = assign_kinds(traits, EDGE_KINDS)
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
-    if missing:
-        return Verdict.failed(
-            f"{call} never gave {function} a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} "
-            f"tokens; very long: at least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens "
-            "repeated).",
-            expected=", ".join(EDGE_KINDS),
-            found=", ".join(kinds) or "none of them",
-        )
-    unfair = sorted({str(given[index][1].max_new_tokens) for index in kinds.values()} - {str(max_new_tokens)})
-    if unfair:
-        return Verdict.failed(
-            f"Called with max_new_tokens={max_new_tokens}, {call} gave {function} some edge prompts with max_new_tokens="
-            f"{', '.join(unfair)}: pass the same max_new_tokens to every measurement so the comparison is fair.",
-            expected=f"max_new_tokens={max_new_tokens} everywhere",
-            found=", ".join(unfair),
-        )
+    limits = [given[index][1].max_new_tokens for index in kinds.values()]
+    lead = f"{call} gave {function} some edge prompts with"
+    coverage = _edge_coverage(params, max_new_tokens, missing, list(kinds), limits, f"{call} never gave {function}", lead)
+    if coverage is not None:
+        return coverage
     # Each entry reports what the calls of its own prompt returned (its generate calls, all on the one input
     # measure_generation generates, are not told apart: their metrics are what there is to match).
     unmatched = _entry_unreported(params, calls, value)

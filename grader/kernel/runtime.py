@@ -1536,25 +1536,32 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _arguments(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[list[Any]]:
-    """What a watched function was given, as [parameter name, description] in the signature's order (defaults
-    applied), read as the call begins: plain values and lists of them described, any other object by its type and,
-    where it has one, its ``padding_side`` (a tokenizer's, which the function's callers set before calling it)."""
+def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
     try:
-        signature = inspect.signature(function)
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arguments = {}
-        for name, value in bound.arguments.items():  # *args and **kwargs flattened: each given value by itself
-            kind = signature.parameters[name].kind
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                arguments.update({f"{name}[{index}]": item for index, item in enumerate(value)})
-            elif kind is inspect.Parameter.VAR_KEYWORD:
-                arguments.update(value)
-            else:
-                arguments[name] = value
+        return inspect.signature(function)
     except (TypeError, ValueError):
-        arguments = {f"{index}": value for index, value in enumerate(args)} | kwargs
+        return None
+
+
+def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[list[Any]]:
+    """What a watched function (of this ``signature``) was given, as [parameter name, description] in the signature's
+    order (defaults applied), read as the call begins: plain values and lists of them described, any other object by
+    its type and, where it has one, its ``padding_side`` (a tokenizer's, which the function's callers set before
+    calling it)."""
+    arguments = {f"{index}": value for index, value in enumerate(args)} | kwargs  # by position, unless it binds
+    with contextlib.suppress(TypeError, ValueError):
+        if signature is not None:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = {}
+            for name, value in bound.arguments.items():  # *args and **kwargs flattened: each given value by itself
+                kind = signature.parameters[name].kind
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    arguments.update({f"{name}[{index}]": item for index, item in enumerate(value)})
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    arguments.update(value)
+                else:
+                    arguments[name] = value
 
     def small(item: Any) -> bool:
         return item is None or isinstance(item, (bool, int, float)) or (isinstance(item, str) and len(item) <= MAX_ARGUMENT)
@@ -1585,9 +1592,11 @@ def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[No
     originals = {name: namespace[name] for name in names if callable(namespace.get(name))}
 
     def watched(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = _signature(original)  # read once per call watched, not at each of its calls
+
         @_wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            arguments = _arguments(original, args, kwargs)
+            arguments = _arguments(signature, args, kwargs)
             value = original(*args, **kwargs)
             event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now(), "arguments": arguments}
             try:
