@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import __version__
-from grader.course import Course
+from grader.course import RUBRIC_FILE, Course
 from grader.gradebook import Fingerprint, Gradebook, file_sha256
 from grader.grading import INTERNAL_ERROR, GradingSettings, kernel_view_for
 from grader.output import write_class_reports, write_submission
@@ -68,10 +68,10 @@ def fingerprints(course: Course, settings_key: str) -> Callable[[str | None], Fi
         if name not in cache:
             digest = hashlib.sha256()
             if name is None:  # ungradeable: depends on every rubric (identification)
-                paths = sorted((course.root / "rubrics").glob("*.yaml"))
+                paths = [course.folder(other) / RUBRIC_FILE for other in course.names()]
             elif name in course.names():
                 assignment = course.assignment(name)
-                paths = [assignment.rubric_path, assignment.reference_dir / "reference.py", *assignment.given_files()]
+                paths = assignment.source_files()
             else:
                 cache[name] = None
                 return None

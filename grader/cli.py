@@ -61,7 +61,7 @@ def main() -> None:
     "--course",
     "course_dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Course folder holding rubrics/ and reference/ (default: this checkout).",
+    help="Course folder holding assignments/<name>/ (default: this checkout).",
 )
 @click.option(
     "--real-models",
@@ -176,7 +176,7 @@ def _from_stdin(folder: Path) -> Path:
     "--course",
     "course_dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Course folder holding rubrics/ and reference/ (default: this checkout).",
+    help="Course folder holding assignments/<name>/ (default: this checkout).",
 )
 def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
     """Write OUT_DIR/autograder-ASSIGNMENT.zip for Gradescope's "Configure Autograder" page.
@@ -202,7 +202,7 @@ _course_option = click.option(
     "--course",
     "course_dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Course folder or student kit holding rubrics/ and reference/ (default: this checkout or kit).",
+    help="Course folder or student kit holding assignments/<name>/ (default: this checkout or kit).",
 )
 _cache_dir_option = click.option(
     "--cache-dir",
@@ -252,7 +252,6 @@ def check(
     many hidden checks your instructor will also run. Exit status: 0 when every public check
     passes, 1 when one fails or the notebook cannot be checked.
     """
-    from grader.checks import load_registry
     from grader.course import Course, find_course_root
     from grader.render import render_feedback
     from grader.results import gradescope_json, write_atomically
@@ -262,7 +261,7 @@ def check(
     to_stdout = json_out is not None and str(json_out) == "-"
     console = Console(stderr=to_stdout, width=_report_width(to_stdout))
     try:
-        course = Course(find_course_root(course_dir), load_registry())
+        course = Course(find_course_root(course_dir))
         zoo = ModelZoo(cache_dir)
         if not (zoo.root / "complete.json").exists():
             Console(stderr=True).print("Building the tiny model zoo (once per machine, about 10 s)…")
@@ -294,13 +293,12 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
     The kit holds no reference implementation, solution or hidden check: the public checks'
     expected values are recorded on the tiny models by grading the solution notebook.
     """
-    from grader.checks import load_registry
     from grader.course import Course, find_course_root
     from grader.kit import build_student_kit as build
     from grader.zoo import ModelZoo
 
     try:
-        course = Course(find_course_root(course_dir), load_registry())
+        course = Course(find_course_root(course_dir))
         zoo = ModelZoo(cache_dir)
         zoo.ensure_built()
         with Console(stderr=True).status(f"Recording the public checks' reference values on {assignment}'s solution…"):
@@ -334,12 +332,11 @@ def _grade(
 ) -> BatchOutcome:
     # Imported here so that `grade --help` answers without loading torch.
     from grader.batch import BatchOptions, grade_batch
-    from grader.checks import load_registry
     from grader.course import Course, find_course_root
     from grader.submissions import find_submissions
     from grader.zoo import ModelZoo
 
-    course = Course(find_course_root(course_dir), load_registry())
+    course = Course(find_course_root(course_dir))
     if assignment is not None:
         course.assignment(assignment)
     else:

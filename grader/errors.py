@@ -39,7 +39,7 @@ class RubricError(GraderError):
 
 
 class CourseError(GraderError):
-    """The course folder (rubrics, reference solutions) is incomplete or inconsistent."""
+    """The course folder (its assignments' rubrics, references, check modules) is incomplete or inconsistent."""
 
     exit_code = 3
 

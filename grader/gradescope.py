@@ -103,10 +103,9 @@ SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 def build_autograder(project_root: Path, course_root: Path, assignment: str, out_dir: Path) -> Path:
     """Write ``OUTDIR/autograder-ASSIGNMENT.zip``; return its path."""
-    from grader.checks import load_registry
-    from grader.course import Course
+    from grader.course import ASSIGNMENTS_DIR, Course
 
-    course = Course(course_root, load_registry())
+    course = Course(course_root)
     spec = course.assignment(assignment)  # a broken rubric stops here, not on Gradescope
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"autograder-{assignment}.zip"
@@ -119,16 +118,13 @@ def build_autograder(project_root: Path, course_root: Path, assignment: str, out
         for name in GRADER_FILES:
             shutil.copy2(project_root / name, source / name)
         shutil.copytree(PACKAGE_DIR, source / "grader", ignore=SKIP)
-        course_copy = staging / "course"
-        (course_copy / "rubrics").mkdir(parents=True)
-        shutil.copy2(spec.rubric_path, course_copy / "rubrics" / spec.rubric_path.name)
-        reference = course_copy / "reference" / assignment
-        reference.mkdir(parents=True)
-        for path in [spec.reference_dir / "reference.py", spec.starter, *spec.given_files()]:
+        folder = staging / "course" / ASSIGNMENTS_DIR / assignment
+        folder.mkdir(parents=True)
+        for path in [*spec.source_files(), spec.starter]:
             if path.is_dir():
-                shutil.copytree(path, reference / path.name, ignore=SKIP)
+                shutil.copytree(path, folder / path.name, ignore=SKIP)
             elif path.exists():
-                shutil.copy2(path, reference / path.name)
+                shutil.copy2(path, folder / path.name)
         temporary = target.with_suffix(".zip.part")
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(staging.rglob("*")):
@@ -200,13 +196,12 @@ def run(root: Path, course_root: Path, assignment: str, log: Callable[[str], Non
                 started,
             )
         log(f"grading {notebook.relative_to(submission)}" + (f" ({note})" if note else ""))
-        from grader.checks import load_registry
         from grader.course import Course
         from grader.grading import Grader, GradingSettings
         from grader.results import gradescope_json
         from grader.zoo import ModelZoo
 
-        course = Course(course_root, load_registry())
+        course = Course(course_root)
         course.assignment(assignment)  # a broken course is the autograder's failure, not the student's
         zoo = ModelZoo()
         zoo.ensure_built()

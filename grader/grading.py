@@ -273,7 +273,7 @@ class Grader:
         results = []
         functions = ReferenceFunctions(reference)
         for check in self._checks_to_run(assignment):
-            kind = self.course.kinds[check.kind]
+            kind = assignment.kinds[check.kind]
             context = CheckContext(
                 rubric=assignment.rubric,
                 check=check,

@@ -5,9 +5,11 @@ hidden checks removed, only their count and points kept), the grader to install,
 reference side's values for the public checks, recorded on the tiny models. It holds no
 reference implementation, no solution notebook and no hidden check or input:
 
-- ``reference/<assignment>/reference.py`` stays behind; the public checks' calls into it were
+- ``assignments/<assignment>/reference.py`` stays behind; the public checks' calls into it were
   recorded (``recorded.json``) by grading the solution notebook with the public checks, and a
   kit's grader replays them (:mod:`grader.replay`).
+- the assignment's ``hidden_checks.py`` stays behind: the kit has only the kinds of its public
+  checks (``checks.py``) and the package's generic ones.
 - functions of the check modules marked ``@reference_side`` (those that compute an expected
   value the way a solution would) are copied without their body.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from grader import __version__
-from grader.course import Assignment, Course
+from grader.course import ASSIGNMENTS_DIR, PUBLIC_CHECKS, RUBRIC_FILE, Assignment, Course
 from grader.errors import CourseError
 from grader.replay import RECORDED_FILE, Recording
 from grader.selfcheck import SELF_CHECK_ID, self_check_settings
@@ -100,7 +102,7 @@ def build_student_kit(project_root: Path, course: Course, assignment: str, out_d
     """Write ``OUTDIR/<assignment>-kit/`` and ``OUTDIR/<assignment>-kit.zip``."""
     spec = course.assignment(assignment)
     if spec.in_kit:
-        raise CourseError(f"{spec.reference_dir} is already a student kit's copy; build kits from the course itself")
+        raise CourseError(f"{spec.folder} is already a student kit's copy; build kits from the course itself")
     recording, unrecordable = record_public_reference(course, spec, zoo)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{assignment}-kit"
@@ -145,22 +147,24 @@ def write_kit(project_root: Path, spec: Assignment, recording: Recording, kit: P
         shutil.copy2(project_root / name, kit / name)
     copy_package_without_reference_side(PACKAGE_DIR, kit / "grader")
     rubric = spec.rubric.public()
-    (kit / "rubrics").mkdir()
+    folder = kit / ASSIGNMENTS_DIR / spec.name
+    folder.mkdir(parents=True)
     header = (
         f"# The public checks of {spec.name}, for students' self-checks (written by grade build-student-kit).\n"
         "# The instructor also runs hidden checks; only their count and points are kept here.\n"
     )
     document = yaml.safe_dump(rubric.model_dump(mode="json", exclude_defaults=True), sort_keys=False, allow_unicode=True)
-    (kit / "rubrics" / f"{spec.name}.yaml").write_text(header + document, encoding="utf-8")
-    reference = kit / "reference" / spec.name
-    reference.mkdir(parents=True)
-    recording.write(reference / RECORDED_FILE)
+    (folder / RUBRIC_FILE).write_text(header + document, encoding="utf-8")
+    public_checks = spec.folder / PUBLIC_CHECKS
+    if public_checks.is_file():  # hidden_checks.py stays behind
+        copy_without_reference_side(public_checks, folder / PUBLIC_CHECKS)
+    recording.write(folder / RECORDED_FILE)
     for path in spec.given_files():
         if path.is_dir():
-            shutil.copytree(path, reference / path.name, ignore=SKIP)
+            shutil.copytree(path, folder / path.name, ignore=SKIP)
             shutil.copytree(path, kit / path.name, ignore=SKIP)
         elif path.exists():
-            shutil.copy2(path, reference / path.name)
+            shutil.copy2(path, folder / path.name)
             shutil.copy2(path, kit / path.name)
     starter = f"{spec.name}.ipynb"
     shutil.copy2(spec.starter, kit / starter)
@@ -185,9 +189,13 @@ def copy_package_without_reference_side(source: Path, target: Path) -> None:
     """Copy the grader package, replacing the body of every ``@reference_side`` function."""
     shutil.copytree(source, target, ignore=SKIP)
     for path in sorted(target.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if "@reference_side" in text:
-            path.write_text(withhold_reference_side(text), encoding="utf-8")
+        copy_without_reference_side(path, path)
+
+
+def copy_without_reference_side(source: Path, target: Path) -> None:
+    """Copy one module, replacing the body of every ``@reference_side`` function."""
+    text = source.read_text(encoding="utf-8")
+    target.write_text(withhold_reference_side(text) if "@reference_side" in text else text, encoding="utf-8")
 
 
 def _reference_side_functions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -1,7 +1,7 @@
 """The reference side of the checks, live or replayed from recorded values (the student kit).
 
 Checks reach the reference implementation in two ways only: ``context.reference.NAME(...)``
-calls a function of ``reference/<assignment>/reference.py``, and ``context.expected(FUNCTION,
+calls a function of ``assignments/<assignment>/reference.py``, and ``context.expected(FUNCTION,
 ...)`` calls a check module's own function marked :func:`reference_side` (one that embeds the
 method, such as the token-weighted loss). Both go through a :class:`ReferenceSide`:
 

@@ -212,10 +212,13 @@ def _problems(error: ValidationError, prefix: tuple[int | str, ...] = ()) -> lis
     return problems
 
 
-def load_rubric(path: Path, params_models: Mapping[str, type[BaseModel]]) -> tuple[Rubric, dict[str, BaseModel]]:
+def load_rubric(
+    path: Path, params_models: Mapping[str, type[BaseModel]], name: str | None = None
+) -> tuple[Rubric, dict[str, BaseModel]]:
     """Read and validate a rubric; return it with each check's validated params, by check id.
 
-    ``params_models`` maps each known check kind to the model its params must satisfy.
+    ``params_models`` maps each known check kind to the model its params must satisfy; ``name``
+    is the assignment the rubric must declare (its folder's name; by default the file's stem).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -234,8 +237,10 @@ def load_rubric(path: Path, params_models: Mapping[str, type[BaseModel]]) -> tup
     except ValidationError as error:
         raise RubricError(path, _problems(error)) from error
     problems = []
-    if rubric.assignment != path.stem:
-        problems.append(f"assignment: {rubric.assignment!r} does not match the file name {path.name!r}")
+    expected_name = path.stem if name is None else name
+    if rubric.assignment != expected_name:
+        where = f"the file name {path.name!r}" if name is None else f"its folder's name {name!r}"
+        problems.append(f"assignment: {rubric.assignment!r} does not match {where}")
     params: dict[str, BaseModel] = {}
     for index, check in enumerate(rubric.checks):
         model = params_models.get(check.kind)

@@ -87,14 +87,13 @@ def kernel_threads(workers: int, cpus: int | None = None) -> int:
 
 
 def _course_and_zoo(config: RunConfig) -> tuple[Any, Any]:
-    from grader.checks import load_registry
     from grader.course import Course
     from grader.zoo import ModelZoo
 
     zoo = None if config.settings.real_models else ModelZoo(Path(config.cache_dir) if config.cache_dir else None)
     if zoo is not None:
         zoo.ensure_built()
-    return Course(Path(config.course_root), load_registry()), zoo
+    return Course(Path(config.course_root)), zoo
 
 
 def _build_grader(config: RunConfig) -> Any:

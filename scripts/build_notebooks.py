@@ -1,4 +1,4 @@
-"""Write each assignment's starter, solution and sample submissions from reference/<name>/notebooks.py.
+"""Write each assignment's starter, solution and sample submissions from assignments/<name>/notebooks.py.
 
 Usage: python scripts/build_notebooks.py [ASSIGNMENT ...]   (default: every assignment that has one)
 
@@ -18,19 +18,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build(name: str) -> None:
     """Write one assignment's notebooks and its samples' README."""
-    sources = load_notebook_sources(ROOT / "reference" / name)
+    sources = load_notebook_sources(ROOT / "assignments" / name)
     starter, solution = sources.starter_cells(), sources.solution_cells()
     samples = ROOT / "submissions" / name
     outputs = {
-        ROOT / "reference" / name / "starter.ipynb": starter,
-        ROOT / "reference" / name / "solution.ipynb": solution,
+        ROOT / "assignments" / name / "starter.ipynb": starter,
+        ROOT / "assignments" / name / "solution.ipynb": solution,
         samples / "solution.ipynb": solution,
         samples / "starter.ipynb": starter,
     }
     lines = [
         f"# Sample submissions: `{name}`",
         "",
-        f"Built by `scripts/build_notebooks.py` from `reference/{name}/notebooks.py`.",
+        f"Built by `scripts/build_notebooks.py` from `assignments/{name}/notebooks.py`.",
         "",
         "| notebook | what it does |",
         "| --- | --- |",
@@ -51,7 +51,7 @@ def build(name: str) -> None:
 
 def main(names: list[str]) -> None:
     """Build the named assignments, or all that have a notebooks.py."""
-    for name in names or sorted(path.parent.name for path in (ROOT / "reference").glob("*/notebooks.py")):
+    for name in names or sorted(path.parent.name for path in (ROOT / "assignments").glob("*/notebooks.py")):
         build(name)
 
 

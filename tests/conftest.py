@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import Cells, load_notebook_sources, make_notebook, with_edits, write_notebook
-from grader.checks import load_registry
 from grader.course import Course
 from grader.execute import KernelSession
 from grader.grading import Grader, GradingSettings
@@ -27,6 +26,10 @@ share_cpus()  # as `grade` does, before anything imports torch: the tests' kerne
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261123
+
+# Import every assignment's check modules as course_assignments.<name>.checks (and .hidden_checks),
+# so that the judging tests can import their functions.
+Course(ROOT).all()
 
 # The modules that take longest (seconds of one xdist worker, 2 CPUs, 2026-11-25), started first: with
 # `--dist loadfile` a module runs whole on one worker, and xdist would otherwise start those with the most tests
@@ -94,7 +97,7 @@ def zoo() -> ModelZoo:
 @pytest.fixture(scope="session")
 def course() -> Course:
     """The course in this repository."""
-    return Course(ROOT, load_registry())
+    return Course(ROOT)
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +111,7 @@ def grader(course: Course, zoo: ModelZoo) -> Iterator[Grader]:
 @pytest.fixture(scope="session")
 def ptq_sources():
     """The ptq-bnb notebook sources (starter, solution, sample edits)."""
-    return load_notebook_sources(ROOT / "reference" / "ptq-bnb")
+    return load_notebook_sources(ROOT / "assignments" / "ptq-bnb")
 
 
 @pytest.fixture
@@ -127,7 +130,7 @@ def grade_bundles(
     grader: Grader, assignment: str, bundles: dict[str, list[tuple[str, str]]], folder: Path
 ) -> dict[str, SubmissionResult]:
     """Grade the assignment's solution with each bundle of exact edits; every one must be gradable."""
-    solution = load_notebook_sources(ROOT / "reference" / assignment).solution_cells()
+    solution = load_notebook_sources(ROOT / "assignments" / assignment).solution_cells()
     graded = {}
     for name, edits in bundles.items():
         path = folder / f"{name}.ipynb"

@@ -50,8 +50,8 @@ class Attack:
 
 def attacks(t: Targets, solution: Cells) -> list[Attack]:
     """The corpus, each entry an attack or a fault."""
-    reference = t.course / "reference" / "ptq-bnb" / "reference.py"
-    rubric = t.course / "rubrics" / "ptq-bnb.yaml"
+    reference = t.course / "assignments" / "ptq-bnb" / "reference.py"
+    rubric = t.course / "assignments" / "ptq-bnb" / "rubric.yaml"
     fake_answer = json.dumps({"status": "returned", "value": {"kind": "float", "value": 4.19}, "duration_s": 0.01})
     code = [
         Attack(
@@ -413,5 +413,5 @@ def write_corpus(folder: Path, t: Targets, solution: Cells) -> list[Attack]:
             with path.open("wb") as handle:
                 handle.truncate(200 * 1024**2)
     # A link to the reference solution: grading it would give full marks to nothing.
-    (folder / "link-to-solution.ipynb").symlink_to(t.course / "reference" / "ptq-bnb" / "solution.ipynb")
+    (folder / "link-to-solution.ipynb").symlink_to(t.course / "assignments" / "ptq-bnb" / "solution.ipynb")
     return corpus

@@ -7,8 +7,9 @@ import random
 from pathlib import Path
 
 import pytest
+from course_assignments.perplexity.checks import LossParams
 
-from grader.checks.perplexity import LOSS_MISTAKES, LossParams, hidden_corpus, loss_variants
+from grader.checks.loss import LOSS_MISTAKES, hidden_corpus, loss_variants
 from grader.grading import Grader
 from grader.quiet import quiet_libraries
 from grader.reference import ReferenceModels
@@ -37,7 +38,7 @@ def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) ->
 def test_the_reference_matches_loss_variants(zoo: ModelZoo, root: Path) -> None:
     from grader.reference import load_reference_module
 
-    reference = load_reference_module(root / "reference" / "perplexity" / "reference.py", "perplexity")
+    reference = load_reference_module(root / "assignments" / "perplexity" / "reference.py", "perplexity")
     models = ReferenceModels(zoo)
     with quiet_libraries():
         model = models.model({"hub_id": "gpt2", "quantization": "none", "dtype": "float32", "device": "auto"})

@@ -257,9 +257,9 @@ def _graph(nodes: list, initializers: list, outputs: list[str]):
 
 def test_only_integer_products_on_the_path_to_the_outputs_count() -> None:
     """A dangling DynamicQuantizeLinear beside a float MatMul is not quantization; MatMulInteger feeding the logits is."""
+    from course_assignments.quantization.checks import judge_graph
     from onnx import TensorProto, helper
 
-    from grader.checks.quantization import judge_graph
     from grader.kernel.runtime import graph_summary
 
     weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)

@@ -31,9 +31,9 @@ def source(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Path:
         names = zipped.namelist()
         zipped.extractall(unpacked)
         modes = {info.filename: info.external_attr >> 16 for info in zipped.infolist()}
-    assert {"setup.sh", "run_autograder", "course/rubrics/perplexity.yaml", "course/reference/perplexity/reference.py"} <= set(
-        names
-    )
+    folder = "course/assignments/perplexity/"
+    shipped = {"rubric.yaml", "reference.py", "checks.py", "hidden_checks.py", "starter.ipynb"}
+    assert {"setup.sh", "run_autograder", *(folder + name for name in shipped)} <= set(names)
     assert "grader-src/grader/gradescope.py" in names and "grader-src/pyproject.toml" in names
     assert not any("solution" in name or "submissions/" in name for name in names)  # the solution is not shipped
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
@@ -127,7 +127,7 @@ def test_bad_submissions_get_a_valid_results_json_saying_why(
 def test_a_crashing_autograder_still_writes_results(source: Path, tmp_path: Path, zoo: ModelZoo, root: Path) -> None:
     notebook = (root / "submissions" / "perplexity" / "solution.ipynb").read_bytes()
     autograder = gradescope_root(tmp_path, source, {"nb.ipynb": notebook})
-    (autograder / "source" / "course" / "rubrics" / "perplexity.yaml").write_text("assignment: [unclosed\n")
+    (autograder / "source" / "course" / "assignments" / "perplexity" / "rubric.yaml").write_text("assignment: [unclosed\n")
     results, stdout = run_autograder(autograder, zoo)
     assert results.score == 0 and "The autograder failed on this submission" in results.output
     assert "tell your instructor" in results.output

@@ -110,10 +110,8 @@ def run(root: Path, ptq_sources: Any, zoo: ModelZoo) -> Iterator[dict[str, Any]]
 def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> dict[str, Any]:
     course = base / "course"
     # ptq-bnb alone, so that its small limits are the largest any assignment asks for.
-    shutil.copytree(root / "reference" / "ptq-bnb", course / "reference" / "ptq-bnb")
-    (course / "rubrics").mkdir()
-    shutil.copy(root / "rubrics" / "ptq-bnb.yaml", course / "rubrics")
-    rubric = course / "rubrics" / "ptq-bnb.yaml"
+    shutil.copytree(root / "assignments" / "ptq-bnb", course / "assignments" / "ptq-bnb")
+    rubric = course / "assignments" / "ptq-bnb" / "rubric.yaml"
     assert LIMITS in rubric.read_text()
     rubric.write_text(rubric.read_text().replace(LIMITS, SMALL_LIMITS))
     folder = base / "submissions"
@@ -151,7 +149,7 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
         "corpus": corpus,
         "changed": {path for path, digest in digests(*watched).items() if before.get(path) != digest},
         "leftovers": kernel_processes(),
-        "reference": (course / "reference" / "ptq-bnb" / "reference.py").read_text(),
+        "reference": (course / "assignments" / "ptq-bnb" / "reference.py").read_text(),
         "rubric": rubric.read_text(),
     }
 

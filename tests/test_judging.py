@@ -7,10 +7,10 @@ from typing import Any
 
 import nbformat
 import pytest
+from course_assignments.quantization.checks import SETTINGS
 
 from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
-from grader.checks.quantization import SETTINGS
 from grader.checks.timing import warmup_before
 from grader.evidence import generated_anything
 
@@ -158,7 +158,8 @@ def tokenizer_at(side: str) -> dict[str, Any]:
 def measure_call(
     prompts: list[str], max_new_tokens: int, use_cache: Any = True, side: str = "right", *extra: Any, **returned: Any
 ):
-    from grader.checks.quantization import measure_calls
+    from course_assignments.quantization.checks import measure_calls
+
     from grader.harness import CallOutcome
 
     arguments = [("model", {"kind": "object", "type": "GPT2LMHeadModel"}), ("tokenizer", tokenizer_at(side))]
@@ -172,7 +173,7 @@ PROMPTS = ["a b c", "d e", "f g h i j"]
 
 
 def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure_function() -> None:
-    from grader.checks.quantization import ablation_asked
+    from course_assignments.quantization.checks import ablation_asked
 
     calls = [measure_call(list(reversed(PROMPTS)), 7, cache, side) for cache in (True, False) for side in ("left", "right")]
     assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
@@ -192,14 +193,14 @@ def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure
     ],
 )
 def test_an_ablation_that_never_asked_for_a_setting_is_charged(settings: list[tuple[bool, str]], words: str) -> None:
-    from grader.checks.quantization import ablation_asked
+    from course_assignments.quantization.checks import ablation_asked
 
     calls = [measure_call(PROMPTS, 7, cache, side) for cache, side in settings]
     assert any(words in problem for problem in ablation_asked(calls, PROMPTS, 7, "measure_generation"))
 
 
 def test_an_ablation_that_gave_other_prompts_or_tokens_is_charged() -> None:
-    from grader.checks.quantization import ablation_asked
+    from course_assignments.quantization.checks import ablation_asked
 
     settings = [(cache, side) for cache in (True, False) for side in ("left", "right")]
     for prompts, tokens in ((PROMPTS[:1], 7), (PROMPTS, 32), (["x", "y", "z"], 7)):
@@ -216,7 +217,7 @@ def batch_frame(rows: list[tuple[int, float, float, float]]) -> Any:
 
 
 def test_batches_are_judged_by_what_measure_batched_gave_its_measure_function() -> None:
-    from grader.checks.quantization import BatchParams, batches_asked
+    from course_assignments.quantization.checks import BatchParams, batches_asked
 
     sizes = ["throughput", "sizes"]
     params = {expect: BatchParams(expect=expect, prompts=PROMPTS) for expect in sizes}
@@ -260,7 +261,7 @@ EDGES = {"short": "Hi", "long": " ".join(f"w{i}" for i in range(250)), "multi": 
 
 
 def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> None:
-    from grader.checks.quantization import EdgeParams, edges_asked
+    from course_assignments.quantization.checks import EdgeParams, edges_asked
 
     params, tokenizer, call = EdgeParams(), WordTokenizer(), "probe_edge_prompts(...)"
     latencies = {kind: 0.1 * (index + 1) for index, kind in enumerate(EDGES)}
@@ -314,7 +315,7 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
 
 
 def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> None:
-    from grader.checks.quantization import BatchParams, EdgeParams, batches_asked, edges_asked
+    from course_assignments.quantization.checks import BatchParams, EdgeParams, batches_asked, edges_asked
 
     params = BatchParams(expect="throughput", prompts=PROMPTS)
     calls = [measure_call([PROMPTS[0]], 7, latency=latency, tokens=7) for latency in (0.2, 0.3)]

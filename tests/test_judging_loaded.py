@@ -11,10 +11,7 @@ from typing import Any
 
 import nbformat
 import pytest
-
-from grader.checks.common import WrittenAnswerParams, screen_answer, written_answer
-from grader.checks.identity import fingerprint_difference
-from grader.checks.ptq_bnb import (
+from course_assignments.ptq_bnb.checks import (
     LoadedConfiguration,
     declared_kind,
     event_kind,
@@ -23,7 +20,10 @@ from grader.checks.ptq_bnb import (
     memory_agrees,
     name_agrees,
 )
-from grader.checks.quantization import judge_takeaways
+from course_assignments.quantization.checks import judge_takeaways
+
+from grader.checks.common import WrittenAnswerParams, screen_answer, written_answer
+from grader.checks.identity import fingerprint_difference
 from grader.values import Model
 
 MB = 1024**2

@@ -25,9 +25,8 @@ IMPORTS_MARKER = "import torch\nfrom transformers import"
 def short_limits_course(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Path:
     """A copy of the course whose ptq-bnb rubric interrupts cells after 4 s."""
     copy = tmp_path_factory.mktemp("course")
-    shutil.copytree(root / "reference", copy / "reference")
-    shutil.copytree(root / "rubrics", copy / "rubrics")
-    rubric = copy / "rubrics" / "ptq-bnb.yaml"
+    shutil.copytree(root / "assignments", copy / "assignments")
+    rubric = copy / "assignments" / "ptq-bnb" / "rubric.yaml"
     text = rubric.read_text()
     assert "cell_timeout_s: 180" in text
     rubric.write_text(text.replace("cell_timeout_s: 180", "cell_timeout_s: 4"))

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.checks import load_registry
+from grader.course import Course
 from grader.errors import RubricError
 from grader.rubric import load_rubric
 
-KINDS = {kind.name: kind.params for kind in load_registry().values()}
+ROOT = Path(__file__).resolve().parent.parent
+# Every kind of the course: the package's generic ones and each assignment's own.
+KINDS = {kind.name: kind.params for assignment in Course(ROOT).all() for kind in assignment.kinds.values()}
 
 
 def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
@@ -43,7 +45,7 @@ def problems(path: Path) -> list[str]:
 
 
 def test_the_course_rubric_is_valid(root: Path) -> None:
-    rubric, params = load_rubric(root / "rubrics" / "ptq-bnb.yaml", KINDS)
+    rubric, params = load_rubric(root / "assignments" / "ptq-bnb" / "rubric.yaml", KINDS, name="ptq-bnb")
     assert rubric.assignment == "ptq-bnb"
     assert set(params) == {check.id for check in rubric.checks}
     assert {check.device for check in rubric.checks} == {"any", "cuda"}
@@ -81,9 +83,8 @@ def test_a_broken_rubric_names_the_key(tmp_path: Path, text: str, expected: str)
 
 def test_cli_stops_on_a_broken_rubric_before_grading(tmp_path: Path, root: Path) -> None:
     course = tmp_path / "course"
-    shutil.copytree(root / "reference", course / "reference")
-    shutil.copytree(root / "rubrics", course / "rubrics")
-    rubric = course / "rubrics" / "ptq-bnb.yaml"
+    shutil.copytree(root / "assignments", course / "assignments")
+    rubric = course / "assignments" / "ptq-bnb" / "rubric.yaml"
     rubric.write_text(rubric.read_text().replace("    points: 3\n", "    points: 3\n    hidnt: typo\n", 1))
     out = tmp_path / "out"
     completed = subprocess.run(

@@ -18,7 +18,6 @@ import pytest
 
 from grader.authoring import make_notebook, write_notebook
 from grader.batch import _hidden_from_kernels
-from grader.checks import load_registry
 from grader.course import Course
 from grader.errors import RubricError
 from grader.execute import KernelSession
@@ -43,7 +42,7 @@ from tests.contract import run_grade
 
 def test_a_kernel_sees_an_allow_list_and_nothing_of_the_course(tmp_path: Path) -> None:
     course = tmp_path / "course"
-    (course / "reference").mkdir(parents=True)
+    (course / "assignments" / "ptq-bnb").mkdir(parents=True)
     view = kernel_view_for(course, (str(tmp_path / "out"),))
     shown = [Path(path) for path in view.visible]
     python = python_paths()
@@ -89,11 +88,11 @@ def test_limits_have_safe_defaults_and_refuse_nonsense() -> None:
 
 
 def test_a_rubric_with_an_unknown_limit_names_it(tmp_path: Path) -> None:
-    rubric = (ROOT / "rubrics" / "ptq-bnb.yaml").read_text().replace("limits:\n", "limits:\n  memory_gb: 4\n")
-    (tmp_path / "rubrics").mkdir()
-    (tmp_path / "rubrics" / "ptq-bnb.yaml").write_text(rubric)
+    shutil.copytree(ROOT / "assignments" / "ptq-bnb", tmp_path / "assignments" / "ptq-bnb")
+    rubric = tmp_path / "assignments" / "ptq-bnb" / "rubric.yaml"
+    rubric.write_text(rubric.read_text().replace("limits:\n", "limits:\n  memory_gb: 4\n"))
     with pytest.raises(RubricError, match=r"limits\.memory_gb: unknown key"):
-        Course(tmp_path, load_registry()).assignment("ptq-bnb")
+        Course(tmp_path).assignment("ptq-bnb")
 
 
 LAUNCHED_CHECK = """

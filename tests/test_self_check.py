@@ -45,7 +45,7 @@ def outcomes(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def sources(root: Path):
-    return load_notebook_sources(root / "reference" / "perplexity")
+    return load_notebook_sources(root / "assignments" / "perplexity")
 
 
 def test_help_names_the_student_commands(tmp_path: Path) -> None:

@@ -18,17 +18,17 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = sorted(path.stem for path in (ROOT / "rubrics").glob("*.yaml"))
+ASSIGNMENTS = sorted(path.parent.name for path in (ROOT / "assignments").glob("*/rubric.yaml"))
 # Variables of a starter's TODO cells that the student fills in and the rubric grades by name.
 GRADED_VARIABLES = {"ptq-bnb": {"configurations", "df_results"}}
 
 
 def _starter(assignment: str) -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "reference" / assignment / "starter.ipynb", as_version=4)
+    return nbformat.read(ROOT / "assignments" / assignment / "starter.ipynb", as_version=4)
 
 
 def _rubric(assignment: str) -> dict:
-    return yaml.safe_load((ROOT / "rubrics" / f"{assignment}.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load((ROOT / "assignments" / assignment / "rubric.yaml").read_text(encoding="utf-8"))
 
 
 def functions_to_fill(notebook: nbformat.NotebookNode) -> set[str]:

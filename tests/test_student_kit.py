@@ -21,13 +21,11 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook, with_edits, write_notebook
-from grader.checks import load_registry
 from grader.course import Course
 from grader.grading import Grader
 from grader.kit import withheld_functions, write_kit
 from grader.reference import ReferenceModels
 from grader.replay import NotRecorded, Recording, ReferenceSide
-from grader.rubric import load_rubric
 from grader.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 from tests.conftest import check as check_of
@@ -76,9 +74,10 @@ def function_bodies(source: str) -> dict[str, str]:
 
 def test_the_kit_holds_the_starter_the_public_rubric_and_the_grader(kit: Path, root: Path) -> None:
     names = {name.removeprefix(f"{kit.name}/") for name, _ in kit_files(kit)}
-    assert {"README.md", "pyproject.toml", "constraints.txt", f"{ASSIGNMENT}.ipynb", f"rubrics/{ASSIGNMENT}.yaml"} <= names
-    assert f"reference/{ASSIGNMENT}/recorded.json" in names and "grader/cli.py" in names
-    assert (kit / f"{ASSIGNMENT}.ipynb").read_bytes() == (root / "reference" / ASSIGNMENT / "starter.ipynb").read_bytes()
+    folder = f"assignments/{ASSIGNMENT}/"
+    assert {"README.md", "pyproject.toml", "constraints.txt", f"{ASSIGNMENT}.ipynb", folder + "rubric.yaml"} <= names
+    assert {folder + "recorded.json", folder + "checks.py", "grader/cli.py"} <= names
+    assert (kit / f"{ASSIGNMENT}.ipynb").read_bytes() == (root / "assignments" / ASSIGNMENT / "starter.ipynb").read_bytes()
     readme = (kit / "README.md").read_text()
     assert "grade check perplexity.ipynb" in readme and "check()" in readme and "5 hidden checks (12 points)" in readme
 
@@ -86,26 +85,30 @@ def test_the_kit_holds_the_starter_the_public_rubric_and_the_grader(kit: Path, r
 def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, root: Path, course: Course) -> None:
     files = dict(kit_files(kit))
     names = [name.removeprefix(f"{kit.name}/") for name in files]
-    assert not [name for name in names if name.startswith("reference/") and name.endswith(".py")]
+    assert not [name for name in names if name.endswith(("reference.py", "hidden_checks.py", "notebooks.py"))]
     assert [name for name in names if name.endswith(".ipynb")] == [f"{ASSIGNMENT}.ipynb"]
     assert not [name for name in names if name.startswith(("submissions/", "tests/", "scripts/"))]
 
     # No function of any reference implementation, nor any @reference_side function of the
     # grader's checks, keeps its body in any file of the kit (compared as normalised ASTs).
+    # No hidden check kind either: every function of every assignment's hidden_checks.py.
     secret: dict[str, str] = {}
-    for path in sorted((root / "reference").glob("*/reference.py")):
+    for path in sorted((root / "assignments").glob("*/reference.py")):
         secret |= {f"{path.parent.name}: {name}": body for name, body in function_bodies(path.read_text()).items()}
-    for path in sorted((root / "grader").rglob("*.py")):
+    for path in sorted((root / "assignments").glob("*/hidden_checks.py")):
+        secret |= {f"{path.parent.name} hidden: {name}": body for name, body in function_bodies(path.read_text()).items()}
+    for path in sorted([*(root / "grader").rglob("*.py"), *(root / "assignments").glob("*/checks.py")]):
         bodies = function_bodies(path.read_text())
-        secret |= {f"grader: {name}": bodies[name] for name in withheld_functions(path.read_text())}
-    assert {"perplexity: evaluate_loss", "ptq-bnb: get_model_memory_footprint", "grader: loss_variants"} <= set(secret)
+        secret |= {f"{path.parent.name}: {name}": bodies[name] for name in withheld_functions(path.read_text())}
+    assert {"perplexity: evaluate_loss", "ptq-bnb: get_model_memory_footprint", "checks: loss_variants"} <= set(secret)
+    assert {"perplexity hidden: generation_timing", "latency hidden: prompt_building"} <= set(secret)
     shipped = {body for name, text in files.items() if name.endswith(".py") for body in function_bodies(text).values()}
     assert not {name for name, body in secret.items() if body in shipped}
     # And no line of the solution that the starter does not give is in any file as text (JSON included).
-    starter = (root / "reference" / ASSIGNMENT / "starter.ipynb").read_text()
+    starter = (root / "assignments" / ASSIGNMENT / "starter.ipynb").read_text()
     solution_lines = {
         line.strip()
-        for line in (root / "reference" / ASSIGNMENT / "reference.py").read_text().splitlines()
+        for line in (root / "assignments" / ASSIGNMENT / "reference.py").read_text().splitlines()
         if len(line.strip()) > 30
         and line.strip() not in starter
         and not line.strip().startswith(('"""', "#", "def ", "from ", "import "))
@@ -114,7 +117,7 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     assert not {line for line in solution_lines for text in files.values() if line in text}
 
     # The rubric lists the public checks only; hidden checks keep their count and points.
-    rubric, _ = load_rubric(kit / "rubrics" / f"{ASSIGNMENT}.yaml", {k.name: k.params for k in load_registry().values()})
+    rubric = Course(kit).assignment(ASSIGNMENT).rubric
     full = course.assignment(ASSIGNMENT).rubric
     hidden = [check for check in full.checks if check.visibility == "hidden"]
     assert [check.id for check in rubric.checks] == [check.id for check in full.checks if check.visibility == "public"]
@@ -125,12 +128,12 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     # No hidden check's name or input appears in the kit's data (rubric, recorded values, notebook,
     # README) unless the public rubric has it too. The grader's code and the text the tiny models
     # are trained on (hidden prompts are drawn from it) are the same for every student.
-    public_rubric = (kit / "rubrics" / f"{ASSIGNMENT}.yaml").read_text()
+    public_rubric = (kit / "assignments" / ASSIGNMENT / "rubric.yaml").read_text()
     secrets = {check.name for check in hidden}
     secrets |= {value for check in hidden for value in _strings(check.params) if value not in public_rubric}
     assert "Monday, Tuesday," in secrets  # a hidden prompt of time_generation
     data = {name: text for name, text in files.items() if not name.endswith((".py", "zoo/corpus.txt"))}
-    assert {f"{kit.name}/rubrics/{ASSIGNMENT}.yaml", f"{kit.name}/reference/{ASSIGNMENT}/recorded.json"} <= set(data)
+    assert {f"{kit.name}/assignments/{ASSIGNMENT}/rubric.yaml", f"{kit.name}/assignments/{ASSIGNMENT}/recorded.json"} <= set(data)
     assert not {secret for secret in secrets for text in data.values() if secret in text}
 
 
@@ -228,7 +231,7 @@ def test_kernels_are_reached_over_ipc_where_a_sandbox_needs_it_and_over_tcp_on_w
 def test_a_kit_says_when_its_values_were_recorded_on_other_models(kit: Path, root: Path, tmp_path: Path) -> None:
     other = tmp_path / "kit"
     shutil.copytree(kit, other)
-    recorded = other / "reference" / ASSIGNMENT / "recorded.json"
+    recorded = other / "assignments" / ASSIGNMENT / "recorded.json"
     data = json.loads(recorded.read_text())
     data["zoo"], data["versions"]["transformers"] = "0123456789abcdef", "4.0.0"
     recorded.write_text(json.dumps(data))
@@ -274,7 +277,7 @@ def test_a_kit_explains_a_wrong_memory_footprint_like_the_full_grader(
     with Grader(course, zoo, settings) as grader:
         full = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")
     write_kit(root, spec, recording, tmp_path / "kit")
-    kit_course = Course(tmp_path / "kit", load_registry())
+    kit_course = Course(tmp_path / "kit")
     assert kit_course.assignment("ptq-bnb").in_kit
     with Grader(kit_course, zoo, settings) as grader:
         replayed = check_of(grader.grade(bytes_mistake, SELF_CHECK_ID), "memory-fp32")

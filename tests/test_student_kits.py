@@ -28,7 +28,8 @@ def test_every_assignment_has_a_kit_that_passes_its_solution(
     completed = run("build-student-kit", assignment, str(tmp_path / "kits"), cwd=root)
     assert completed.returncode == 0, completed.stdout + completed.stderr[-3000:]
     kit = Path(completed.stdout.strip())
-    assert not list(kit.glob("reference/*/*.py")) and not list(kit.rglob("solution.ipynb"))
+    assert not list(kit.glob("assignments/*/reference.py")) and not list(kit.glob("assignments/*/hidden_checks.py"))
+    assert not list(kit.rglob("solution.ipynb"))
     for sample, status in (("solution", 0), (mistake, 1)):
         results = tmp_path / f"{sample}.json"
         notebook = root / "submissions" / assignment / f"{sample}.ipynb"

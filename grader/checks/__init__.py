@@ -1,31 +1,33 @@
-"""Check kinds, registered in one place.
+"""Check kinds, registered through one door.
 
-Every module that declares check kinds is listed in :data:`CHECK_MODULES`; built-in and
-course-specific kinds come through the same door. A module's kinds are the
-:class:`~grader.checks.base.CheckKind` objects it defines at module level.
+The package's generic kinds (written answers, a model loader's contract, ...) are declared in
+the modules listed in :data:`CHECK_MODULES`; each assignment's own kinds in its folder's
+``checks.py`` and ``hidden_checks.py`` (:mod:`grader.course`). Both are read by
+:func:`load_registry`: a module's kinds are the :class:`~grader.checks.base.CheckKind` objects
+it holds at module level.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from types import ModuleType
 
 from grader.checks.base import CheckContext, CheckKind, StopCheck, Verdict, check_kind
 from grader.errors import CourseError
 
 CHECK_MODULES: tuple[str, ...] = (
     "grader.checks.common",
-    "grader.checks.ptq_bnb",
-    "grader.checks.perplexity",
-    "grader.checks.latency",
-    "grader.checks.quantization",
+    "grader.checks.loss",
 )
 
 
-def load_registry(modules: tuple[str, ...] = CHECK_MODULES) -> dict[str, CheckKind]:
-    """Every declared check kind, by name; two kinds with one name is an error."""
+def load_registry(modules: Iterable[str | ModuleType] = CHECK_MODULES) -> dict[str, CheckKind]:
+    """Every check kind the modules (imported, or named) declare, by name; two kinds with one name is an error."""
     kinds: dict[str, CheckKind] = {}
-    for module_name in modules:
-        module = importlib.import_module(module_name)
+    for named in modules:
+        module = importlib.import_module(named) if isinstance(named, str) else named
+        module_name = module.__name__
         for value in vars(module).values():
             if isinstance(value, CheckKind):
                 if value.name in kinds and kinds[value.name] is not value:

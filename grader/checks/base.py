@@ -107,7 +107,7 @@ class CheckKind:
 def check_kind(
     name: str, params: type[BaseModel] = NoParams, needs_kernel: bool = True, graded_by: GradedBy = "grader"
 ) -> Callable[[Callable[[CheckContext, Any], Verdict]], CheckKind]:
-    """Declare a check kind; the module that defines it must be listed in ``CHECK_MODULES``."""
+    """Declare a check kind: in a module of ``CHECK_MODULES``, or in an assignment's ``checks.py`` or ``hidden_checks.py``."""
 
     def declare(run: Callable[[CheckContext, Any], Verdict]) -> CheckKind:
         description = (run.__doc__ or "").strip().splitlines()[0] if run.__doc__ else name

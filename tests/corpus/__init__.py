@@ -72,7 +72,7 @@ def write_cheats(
     """
     from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
 
-    solution = load_notebook_sources(CORPUS.parent.parent / "reference" / assignment).solution_cells()
+    solution = load_notebook_sources(CORPUS.parent.parent / "assignments" / assignment).solution_cells()
     path = CORPUS / assignment / "manifest.json"
     entries = manifest(assignment)
     for name, description, loses, edits in cheats:

@@ -4,7 +4,7 @@ import textwrap
 
 import nbformat
 
-STARTER = "/work/main/reference/latency/starter.ipynb"
+STARTER = "/work/main/assignments/latency/starter.ipynb"
 OUTDIR = "/work/corpus/latency"
 
 # starter cell indices

@@ -2,7 +2,7 @@
 import copy
 import nbformat
 
-STARTER = "/work/main/reference/perplexity/starter.ipynb"
+STARTER = "/work/main/assignments/perplexity/starter.ipynb"
 OUTDIR = "/work/corpus/perplexity"
 
 # indices of the starter's cells

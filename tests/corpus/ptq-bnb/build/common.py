@@ -2,7 +2,7 @@
 import copy, json, os, re
 import nbformat
 
-STARTER = "/work/main/reference/ptq-bnb/starter.ipynb"
+STARTER = "/work/main/assignments/ptq-bnb/starter.ipynb"
 OUTDIR = "/work/corpus/ptq-bnb"
 
 

@@ -2,7 +2,7 @@
 import copy
 import nbformat
 
-STARTER = "/work/main/reference/quantization/starter.ipynb"
+STARTER = "/work/main/assignments/quantization/starter.ipynb"
 OUT_DIR = "/work/corpus/quantization"
 
 

@@ -26,7 +26,7 @@ from pydantic import Field
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.common import screen_answer
 from grader.checks.labels import Scenario, missing_scenarios, read_scenario
-from grader.checks.perplexity import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
+from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,

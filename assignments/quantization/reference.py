@@ -90,9 +90,7 @@ def ablate_cache_and_padding(
     return results
 
 
-def measure_batched(
-    model: Any, tokenizer: Any, prompts: list[str], batch_sizes: list[int], max_new_tokens: int = 32
-) -> Any:
+def measure_batched(model: Any, tokenizer: Any, prompts: list[str], batch_sizes: list[int], max_new_tokens: int = 32) -> Any:
     """One row per batch size: batch_size, latency_s, tokens_per_s (all sequences), latency_per_sample_s."""
     import pandas as pd
 

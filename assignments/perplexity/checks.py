@@ -1,0 +1,250 @@
+"""Check kinds of the ``perplexity`` assignment: batched, no-grad, token-weighted perplexity.
+
+Values are compared with the reference computed in the grader's process on the same model,
+on hidden corpora drawn at grading time: long predictable texts first and short odd texts
+last, with a batch size that leaves a ragged last batch, so that every classic way of
+averaging wrongly lands far from the token-weighted loss. Gradients, eval mode, devices and
+batching are judged from the instrumented forward passes of the student's own call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import Field
+
+from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind, number
+from grader.checks.loss import TOKEN_MISTAKES, CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
+from grader.checks.timing import (
+    LatencyTolerance,
+    call_timed,
+    judge_synchronize,
+)
+from grader.harness import CallOutcome, literal, model, model_spec
+from grader.quiet import quiet_libraries
+from grader.values import is_number, kind_of
+
+
+def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, CallOutcome]:
+    """evaluate_loss called once per corpus and submission; the checks of that corpus share it."""
+    texts, batch_size = draw_corpus(context, params)
+    key = "evaluation:" + json.dumps([params.function, params.model, texts, batch_size])
+    if key not in context.memo:
+        context.memo[key] = context.call(
+            params.function,
+            model(model_spec(params.model, dtype="float32")),
+            context.tokenizer(params.model),
+            literal(texts),
+            literal(batch_size),
+        )
+    return texts, batch_size, context.memo[key]
+
+
+def _returned_dict(context: CheckContext, params: CorpusParams, outcome: CallOutcome, needed: tuple[str, ...]) -> dict[str, Any]:
+    """The returned dict, or stop: only the keys this check judges are required."""
+    value = context.returned(outcome, params.function)
+    missing = [key for key in needed if not isinstance(value, dict) or key not in value]
+    if missing:
+        raise StopCheck(
+            Verdict.failed(
+                f"{params.function} should return a dict with 'loss', 'perplexity' and 'tokens', but "
+                + (
+                    f"it has no {', '.join(repr(m) for m in missing)}."
+                    if isinstance(value, dict)
+                    else f"it returned {kind_of(value)}."
+                ),
+                expected="{'loss': float, 'perplexity': float, 'tokens': int}",
+                found=kind_of(value) if not isinstance(value, dict) else f"keys {sorted(map(str, value))}",
+            )
+        )
+    return value
+
+
+class LossParams(CorpusParams):
+    """Which returned field is judged, and how closely."""
+
+    field: Literal["loss", "perplexity", "tokens"] = Field(description="The field of the returned dict that is judged.")
+    rel_tolerance: float = Field(1e-4, gt=0, lt=0.01, description="Relative tolerance (the same batches give the same sums).")
+
+
+@check_kind("perplexity_value", LossParams)
+def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
+    """loss (token-weighted, padding masked), perplexity (= exp(loss)) or tokens, against the reference."""
+    texts, batch_size, outcome = evaluation_call(context, params)
+    value = _returned_dict(context, params, outcome, ("loss", "perplexity") if params.field == "perplexity" else (params.field,))
+    key = "variants:" + json.dumps([params.model, texts, batch_size])
+    if key not in context.memo:
+        with quiet_libraries():
+            reference = context.models.model(model_spec(params.model, dtype="float32")), context.models.tokenizer(params.model)
+            context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
+    variants = context.memo[key]
+    where = f"on {len(texts)} texts in batches of {batch_size}"
+    found = value[params.field]
+    if not is_number(found):
+        return Verdict.failed(f"'{params.field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found))
+    found = float(found)
+    data = {"texts": len(texts), "batch_size": batch_size, "found": found, **{k: round(v, 6) for k, v in variants.items()}}
+    if params.field == "loss":
+        return judge_loss(found, variants, where, params.rel_tolerance, data)
+    if params.field == "perplexity":
+        loss = value["loss"]
+        if not is_number(loss):
+            return Verdict.failed(f"'loss' should be a number, but it is {kind_of(loss)}.", found=kind_of(loss))
+        if math.isclose(found, math.exp(float(loss)), rel_tol=params.rel_tolerance):
+            return Verdict.passed(f"The perplexity {where} is exp of the loss you report ({number(found)}).", data=data)
+        mistake = variants["perplexity: mean of per-batch perplexities"]
+        why = (
+            "it is the mean of the per-batch perplexities"
+            if math.isclose(found, mistake, rel_tol=params.rel_tolerance)
+            else f"exp of your loss is {number(math.exp(float(loss)))}"
+        )
+        return Verdict.failed(
+            f"The perplexity {where} is {number(found)}, but {why}: perplexity is exp of the global token-weighted loss.",
+            expected=number(math.exp(float(loss))),
+            found=number(found),
+            data=data,
+        )
+    expected_tokens = int(variants["tokens"])
+    if found == expected_tokens:
+        return Verdict.passed(f"'tokens' {where} counts the {expected_tokens} predicted tokens.", data=data)
+    for name, explanation in TOKEN_MISTAKES.items():
+        if found == variants[name]:
+            return Verdict.failed(
+                f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted: your function {explanation}.",
+                expected=str(expected_tokens),
+                found=f"{found:g}",
+                data=data,
+            )
+    return Verdict.failed(
+        f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted (every token after the first of each text, padding excluded).",
+        expected=str(expected_tokens),
+        found=f"{found:g}",
+        data=data,
+    )
+
+
+def _forward_passes(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, list[dict[str, Any]]]:
+    texts, batch_size, outcome = evaluation_call(context, params)
+    context.returned(outcome, params.function)
+    forwards = outcome.forward_events()
+    if not forwards:
+        raise StopCheck(
+            Verdict.error(
+                f"No forward pass of the model was seen during {params.function}: call the model as model(**batch, labels=labels) "
+                "(calling model.forward directly, or another model, cannot be graded).",
+                found="no forward pass",
+            )
+        )
+    return texts, batch_size, forwards
+
+
+@check_kind("evaluation_mode", CorpusParams)
+def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
+    """Every forward pass of the evaluation runs with gradients off, in eval mode, with inputs on the model's device."""
+    _, _, forwards = _forward_passes(context, params)
+    problems = []
+    # Sampled inside forward (after every pre-hook) and read off its loss and logits: a hook cannot turn gradients on unseen.
+    with_grad = sum(
+        1 for event in forwards if event.get("grad_enabled") is not False or event.get("output_requires_grad") is True
+    )
+    if with_grad:
+        problems.append(
+            f"{with_grad} of {len(forwards)} forward passes ran with gradients on: wrap the loop in torch.no_grad() or torch.inference_mode()"
+        )
+    training = sum(1 for event in forwards if event.get("model_training") is not False)
+    if training:
+        problems.append(f"{training} forward passes ran in training mode: keep the model in eval mode")
+    elsewhere = [
+        event for event in forwards if event["input_device"] is not None and event["input_device"] != event["model_device"]
+    ]
+    if elsewhere:
+        problems.append(
+            f"inputs were on {elsewhere[0]['input_device']} but the model on {elsewhere[0]['model_device']}: move the batch with .to(model.device)"
+        )
+    if problems:
+        return Verdict.failed(
+            "; ".join(problems).capitalize() + ".",
+            expected="no gradients, eval mode, inputs on the model's device",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(f"All {len(forwards)} forward passes ran without gradients, in eval mode, on the model's device.")
+
+
+@check_kind("evaluation_batching", CorpusParams)
+def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
+    """The evaluation really batches: one forward pass per batch of batch_size texts, each covering its texts' tokens."""
+    texts, batch_size, forwards = _forward_passes(context, params)
+    with quiet_libraries():
+        lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
+    wanted = [min(batch_size, len(texts) - start) for start in range(0, len(texts), batch_size)]
+    longest = [max(lengths[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
+    sizes = [event["input_shape"][0] if event.get("input_shape") else None for event in forwards]
+    widths = [event["input_shape"][1] if len(event.get("input_shape") or []) > 1 else 0 for event in forwards]
+    expected = f"{len(wanted)} forward passes of {wanted} texts"
+    if sizes == wanted:
+        short = [index for index, (width, needed) in enumerate(zip(widths, longest, strict=True)) if width < needed]
+        if not short:
+            return Verdict.passed(
+                f"{len(texts)} texts in batches of {batch_size} took {len(wanted)} forward passes, as expected."
+            )
+        index = short[0]
+        return Verdict.failed(
+            f"{params.function} made {len(forwards)} forward passes of {sizes} texts, but pass {index + 1} covered only "
+            f"{widths[index]} tokens per text, fewer than the longest of its texts holds: run the model on the "
+            "whole batch (every token of every text), once per batch.",
+            expected=f"{expected}, each as wide as its longest text",
+            found=f"passes {widths} tokens wide",
+        )
+    if len(forwards) == len(texts) and all(size == 1 for size in sizes):
+        message = f"{params.function} ran the model once per text ({len(texts)} passes) instead of in batches of {batch_size}: tokenize each slice texts[i:i+batch_size] together with padding."
+    elif len(forwards) == 1:
+        message = f"{params.function} ran all {len(texts)} texts in one forward pass, ignoring batch_size={batch_size}."
+    else:
+        message = f"{params.function} made {len(forwards)} forward passes of {sizes} texts for {len(texts)} texts in batches of {batch_size}."
+    return Verdict.failed(message, expected=expected, found=f"{len(forwards)} passes of {sizes}")
+
+
+# --------------------------------------------------------------------------------------
+# time_generation
+# --------------------------------------------------------------------------------------
+
+
+class TimingParams(LatencyTolerance):
+    """Hidden calls that check time_generation against the instrumented generate call."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("time_generation", description="The student's function.")
+    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
+    tokens: list[int] = Field([24, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
+    eos_tokens: int = Field(32, ge=1, description="max_new_tokens for the early-stopping prompt.")
+    rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance on tokens_per_s = new tokens / latency_s.")
+
+
+def _timing_call(
+    context: CheckContext, params: TimingParams, prompt: str, max_new_tokens: int, device: str = "auto"
+) -> tuple[CallOutcome, dict[str, Any]]:
+    outcome, value = call_timed(
+        context, params.function, params.model, prompt, max_new_tokens, device=device, dtype="float32", pace_s=params.pace_s
+    )
+    if not isinstance(value, dict) or not {"latency_s", "tokens_per_s"} <= set(value):
+        raise StopCheck(
+            Verdict.failed(
+                f"{params.function} should return a dict with 'latency_s' and 'tokens_per_s', but it returned {kind_of(value)}.",
+                expected="{'latency_s': float, 'tokens_per_s': float}",
+                found=kind_of(value),
+            )
+        )
+    if not outcome.generate_events():
+        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
+    return outcome, value
+
+
+@check_kind("generation_synchronize", TimingParams)
+def generation_synchronize(context: CheckContext, params: TimingParams) -> Verdict:
+    """On CUDA, time_generation synchronises before and after the generate call."""
+    rng = context.rng_for("timing-cuda")
+    outcome, _ = _timing_call(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), device="cuda")
+    return judge_synchronize(outcome, params.function)

@@ -1,0 +1,191 @@
+"""Hidden check kinds of the ``ptq-bnb`` assignment: those only its hidden checks use.
+
+The student kit does not ship this module (only ``checks.py``), so neither these kinds' logic nor
+their default inputs reach students.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from typing import Any
+
+from pydantic import Field
+
+from grader.checks.base import CheckContext, Verdict, check_kind, expect_type, failed_call, number
+from grader.checks.timing import (
+    LatencyTolerance,
+    call_timed,
+    judge_generate_inputs,
+    judge_timed_call,
+    retry_while_too_long,
+)
+from grader.values import is_number, kind_of
+
+from .checks import (
+    ResultsTableParams,
+    _results_frame,
+    _row_classes,
+    _text_and_latency,
+)
+
+
+class LatencyParams(LatencyTolerance):
+    """Hidden calls that check the reported latency against the instrumented generate call."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("generate_text_and_time", description="The student's function.")
+    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn per call at grading time.")
+    short_tokens: list[int] = Field(
+        [4, 8], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the short call."
+    )
+    long_tokens: list[int] = Field(
+        [32, 48], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the long call."
+    )
+
+
+@check_kind("generate_latency", LatencyParams)
+def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
+    """The reported latency is the duration of the generate call, on hidden prompts and lengths."""
+    measurements = []
+    for low, high in (params.short_tokens, params.long_tokens):
+        prompt = context.rng.choice(params.prompts)
+        max_new_tokens = context.rng.randint(low, high)
+        outcome, value = retry_while_too_long(
+            params,
+            functools.partial(call_timed, context, params.function, params.model, prompt, max_new_tokens, pace_s=params.pace_s),
+            lambda value: _text_and_latency(value, params.function)[1],
+        )
+        _, latency = _text_and_latency(value, params.function)
+        if not is_number(latency) or latency <= 0:
+            return Verdict.failed(
+                f"The latency {params.function} returns should be a positive number of seconds, but it is {kind_of(latency)}.",
+                expected="a positive float (seconds)",
+                found=kind_of(latency),
+            )
+        events = outcome.generate_events()
+        if not events:
+            return Verdict.failed(
+                f"{params.function} never called model.generate, so its latency measures nothing.", found="no generate call"
+            )
+        wrong_inputs = judge_generate_inputs(
+            context.models.tokenizer(params.model), events[-1], [prompt], max_new_tokens, params.function
+        )
+        if wrong_inputs is not None:
+            return wrong_inputs
+        measurements.append((float(latency), outcome, max_new_tokens))
+    data = {
+        "calls": [
+            {"reported_s": latency, "generate_s": [e["duration_s"] for e in outcome.generate_events()], "max_new_tokens": n}
+            for latency, outcome, n in measurements
+        ]
+    }
+    (first, first_call, _), (second, second_call, _) = measurements
+    verdicts = [judge_timed_call(params, latency, outcome, n) for latency, outcome, n in measurements]
+    if first == second and any(verdicts):  # two identical readings of a real timer do not happen
+        return Verdict.failed(
+            f"{params.function} reported the same latency ({number(first, 's')}) for a short and a long generation: the value is not measured.",
+            expected=f"about {number(first_call.generate_events()[-1]['duration_s'], 's')} and "
+            f"{number(second_call.generate_events()[-1]['duration_s'], 's')}",
+            found=f"{number(first, 's')} twice",
+            data=data,
+        )
+    for verdict in verdicts:
+        if verdict is not None:
+            return Verdict(verdict.outcome, verdict.message, verdict.expected, verdict.found, data=data)
+    return Verdict.passed(
+        f"The latency {params.function} reports matches its generate call on two hidden prompts "
+        f"({number(first, 's')} and {number(second, 's')}).",
+        data=data,
+    )
+
+
+class ResultsLatencyParams(ResultsTableParams):
+    """How the table's latencies are compared with the generate calls the notebook made."""
+
+    runs: str = Field("NUM_TIMING_RUNS", description="The notebook variable with the number of timing runs.")
+    lower_rel: float = Field(0.1, ge=0, lt=1, description="Allowance below the fastest instrumented call.")
+    upper_rel: float = Field(0.25, ge=0, description="Allowance above the slowest instrumented call.")
+    abs_s: float = Field(0.015, ge=0, description="Absolute allowance either side.")
+
+
+@check_kind("results_latency", ResultsLatencyParams)
+def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verdict:
+    """Each row's average latency is the mean of NUM_TIMING_RUNS real generate calls on the first prompt."""
+    frame = _results_frame(context, params)
+    harness = context.require_harness()
+    prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
+    runs = context.returned(harness.describe(params.runs, timeout_s=context.timeout_s), f"`{params.runs}`")
+    expect_type(prompts, list, f"`{params.prompts}`", "a list of prompts")
+    expect_type(runs, int, f"`{params.runs}`", "an int")
+    notebook = harness.notebook_events()
+    if not notebook.ok:
+        return failed_call(notebook, "the notebook's generate record")
+    first_prompt_ids = list(context.models.tokenizer(params.model)(prompts[0])["input_ids"])
+    calls_by_model: dict[int, list[dict[str, Any]]] = {}
+    models_by_kind: dict[str | None, list[int]] = {}
+    for event in notebook.generate_events():
+        ids = list(event.get("input_ids") or [])
+        if ids != first_prompt_ids:
+            continue
+        serial = int(event["model_serial"])
+        if serial not in calls_by_model:
+            models_by_kind.setdefault(event.get("model_quantization"), []).append(serial)
+        calls_by_model.setdefault(serial, []).append(event)
+    rows = list(
+        zip(
+            frame.column(params.name_column),
+            _row_classes(context, params, frame),
+            frame.column(params.latency_column),
+            strict=True,
+        )
+    )
+    rows_by_kind: dict[str | None, list[int]] = {}
+    for position, (_, loaded_as, _) in enumerate(rows):
+        rows_by_kind.setdefault(loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit", "partial") else None, []).append(
+            position
+        )
+    # The k-th row of a kind goes with the k-th of the last models of that kind the notebook ran
+    # (models loaded before the experiment loop, for a quick test, come first and are skipped).
+    serial_of_row: dict[int, int] = {}
+    for kind, positions in rows_by_kind.items():
+        serials = models_by_kind.get(kind, [])[-len(positions) :]
+        for position, serial in zip(positions[len(positions) - len(serials) :], serials, strict=True):
+            serial_of_row[position] = serial
+    problems = []
+    checked = 0
+    for position, (name, _, latency) in enumerate(rows):
+        if position not in serial_of_row:
+            problems.append(f"no generate call on the first prompt was recorded for '{name}'")
+            continue
+        durations = [float(event["duration_s"]) for event in calls_by_model[serial_of_row[position]]]
+        if len(durations) < runs:
+            problems.append(
+                f"'{name}' timed the first prompt {len(durations)} time{'s' if len(durations) != 1 else ''}, not {runs} ({params.runs})"
+            )
+            continue
+        if not is_number(latency):
+            problems.append(f"'{name}' has no numeric latency")
+            continue
+        low = min(durations) * (1 - params.lower_rel) - params.abs_s
+        high = max(durations) * (1 + params.upper_rel) + params.abs_s
+        if not low <= float(latency) <= high:
+            mean = statistics.mean(durations)
+            if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
+                why = "it is the sum of the runs, not their average"
+            elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
+                why = "it is in milliseconds, not seconds"
+            else:
+                why = f"the {len(durations)} generate calls on the first prompt took {number(min(durations), 's')} to {number(max(durations), 's')}"
+            problems.append(f"'{name}' reports {number(float(latency), 's')}, but {why}")
+        checked += 1
+    if problems:
+        return Verdict.failed(
+            "The table's latencies do not match the generate calls your experiment loop made: " + "; ".join(problems) + ".",
+            expected=f"for each configuration, the average of {runs} timed generate calls on the first prompt",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(
+        f"Every row's average latency matches the {runs} generate calls your loop timed on the first prompt ({checked} configurations)."
+    )

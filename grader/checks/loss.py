@@ -1,0 +1,314 @@
+"""Generic: a model loader's contract, hidden corpora, and a token-weighted loss judged against the
+classic ways of averaging it wrongly. Used by every assignment that loads a model or reports a loss.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.identity import other_model
+from grader.harness import literal
+from grader.replay import reference_side
+from grader.values import Model, Tokenizer, kind_of
+from grader.zoo.build import CORPUS_PATH, read_documents
+
+GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total number of predicted tokens, then take exp"
+
+
+# --------------------------------------------------------------------------------------
+# load_model_and_tokenizer
+# --------------------------------------------------------------------------------------
+
+
+class LoaderParams(Params):
+    """How the student's loader is called and what is judged."""
+
+    expect: Literal["same_id", "eval_device", "cpu_float32"] = Field(description="What this check judges.")
+    model_id: str = Field("gpt2", description="The model id passed.")
+    precision: str | None = Field("float32", description="The precision passed (null: the loader takes only the id).")
+    function: str = Field("load_model_and_tokenizer", description="The student's function.")
+    more_ids: list[str] = Field(
+        default_factory=list,
+        description="Further model ids the loader is called with (same_id): a name hard-coded in the loader matches at most one.",
+    )
+
+    @property
+    def call_text(self) -> str:
+        """How the call reads in feedback."""
+        arguments = [self.model_id] if self.precision is None else [self.model_id, self.precision]
+        return f"{self.function}({', '.join(map(repr, arguments))})"
+
+
+def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Model]:
+    key = f"loader:{params.function}:{params.model_id}:{params.precision}"
+    if key not in context.memo:
+        arguments = [literal(params.model_id)] + ([] if params.precision is None else [literal(params.precision)])
+        outcome = context.call(params.function, *arguments)
+        context.memo[key] = outcome
+    outcome = context.memo[key]
+    value = context.returned(outcome, params.function)
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Model) and isinstance(value[1], Tokenizer):
+        raise StopCheck(
+            Verdict.failed(
+                f"{params.function} returns (model, tokenizer): the order is (tokenizer, model).",
+                expected="(tokenizer, model)",
+                found="(model, tokenizer)",
+            )
+        )
+    if not (
+        isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Tokenizer) and isinstance(value[1], Model)
+    ):
+        raise StopCheck(
+            Verdict.failed(
+                f"{params.function} should return (tokenizer, model), but it returned {kind_of(value)}.",
+                expected="a tuple (tokenizer, model)",
+                found=kind_of(value),
+            )
+        )
+    return value[0], value[1]
+
+
+@check_kind("perplexity_loader", LoaderParams)
+def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
+    """The loader: same id for model and tokenizer, eval mode on the right device, float32 on CPU."""
+    if params.expect == "same_id":
+        for model_id in [params.model_id, *params.more_ids]:
+            asked = params.model_copy(update={"model_id": model_id})
+            loaded_tokenizer, loaded_model = _loaded(context, asked)
+            # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+            wrong = {}
+            if loaded_tokenizer.name_or_path != model_id:
+                wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
+            other = other_model(context, loaded_model, model_id)
+            if other:
+                wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
+            if wrong:
+                found = ", ".join(f"{part} from {name}" for part, name in wrong.items())
+                return Verdict.failed(
+                    f"{asked.call_text} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
+                    "or the tokenizer's ids will not match the model's vocabulary.",
+                    expected=f"tokenizer and model from {model_id!r}",
+                    found=found,
+                )
+        return Verdict.passed(f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given.")
+    loaded_tokenizer, loaded_model = _loaded(context, params)
+    call = params.call_text
+    if params.expect == "eval_device":
+        device = "cuda" if context.on_cuda else "cpu"
+        problems = []
+        if loaded_model.training:
+            problems.append("the model is in training mode: call model.eval()")
+        if not loaded_model.device.startswith(device):
+            problems.append(f"the model is on {loaded_model.device}, not {device}")
+        if problems:
+            return Verdict.failed(
+                f"{call}: {'; '.join(problems)}.",
+                expected=f"a model in eval mode on {device}",
+                found="; ".join(problems),
+            )
+        return Verdict.passed(f"{call} returns the model in eval mode on {device}.")
+    if loaded_model.dtype != "torch.float32":
+        return Verdict.failed(
+            f"On the CPU, {call} loads the model in {loaded_model.dtype.replace('torch.', '')}: the CPU must use float32 whatever precision was asked for.",
+            expected="torch.float32",
+            found=loaded_model.dtype,
+        )
+    return Verdict.passed(f"On the CPU, {call} falls back to float32.")
+
+
+# --------------------------------------------------------------------------------------
+# evaluate_loss
+# --------------------------------------------------------------------------------------
+
+
+class CorpusParams(Params):
+    """The corpus evaluate_loss is called on: fixed public texts, or hidden ones drawn at grading time."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    function: str = Field("evaluate_loss", description="The student's function.")
+    texts: list[str] = Field(default_factory=list, description="Public texts; empty means a hidden corpus is drawn.")
+    batch_size: int = Field(4, ge=1, description="Batch size for the public texts.")
+    corpus: str = Field("hidden", description="Name of the hidden corpus: checks naming the same corpus share its draw.")
+    long_texts: list[int] = Field([4, 6], min_length=2, max_length=2, description="Range of long predictable texts drawn.")
+    short_texts: list[int] = Field([3, 5], min_length=2, max_length=2, description="Range of short odd texts drawn.")
+    batch_sizes: list[int] = Field(
+        [2, 3, 4], min_length=1, description="Batch sizes to draw from (one leaving a ragged last batch)."
+    )
+    odd_words: list[str] = Field(
+        default_factory=lambda: (
+            [
+                "zebra",
+                "quantum",
+                "violin",
+                "xylophone",
+                "grumpy",
+                "nebula",
+                "walrus",
+                "saxophone",
+                "marmalade",
+                "kettle",
+                "glacier",
+                "trombone",
+            ]
+        ),
+        description="Words the short odd texts are made of.",
+    )
+
+
+def hidden_corpus(rng: random.Random, params: CorpusParams) -> tuple[list[str], int]:
+    """A hidden corpus and batch size: long predictable texts first, short odd texts last.
+
+    Batches then differ in size and loss, and the batch size leaves a ragged last batch, so that
+    every wrong way of averaging lands far from the token-weighted mean.
+    """
+    documents = read_documents(CORPUS_PATH)
+    starts = rng.sample(range(len(documents)), rng.randint(*params.long_texts))
+    longs = [" ".join(documents[(s + i) % len(documents)] for i in range(rng.randint(1, 4))) for s in starts]
+    shorts = [
+        " ".join(rng.sample(params.odd_words, rng.randint(2, 4))).capitalize() + "."
+        for _ in range(rng.randint(*params.short_texts))
+    ]
+    texts = longs + shorts
+    ragged = [size for size in params.batch_sizes if len(texts) % size]
+    return texts, rng.choice(ragged or params.batch_sizes)
+
+
+def draw_corpus(context: CheckContext, params: CorpusParams) -> tuple[list[str], int]:
+    """The texts and batch size of a call: the public ones, or a hidden draw shared by name."""
+    if params.texts:
+        return list(params.texts), params.batch_size
+    return hidden_corpus(context.rng_for(f"corpus:{params.corpus}"), params)
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """What one batch of the reference evaluation gives."""
+
+    loss: float  # mean over the batch's predicted tokens (padding masked)
+    predicted: int  # tokens predicted: labels[:, 1:] != -100
+    inputs: int  # tokens in the batch, first tokens included, padding excluded
+    unmasked_loss: float  # the mean when padding is not masked
+    positions: int  # every predicted position, padding included
+    text_losses: tuple[float, ...]  # each text's own mean loss
+
+
+@reference_side
+def _batch_facts(reference_model: Any, reference_tokenizer: Any, texts: list[str], batch_size: int) -> list[BatchFacts]:
+    import torch
+
+    facts = []
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            batch = reference_tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True).to(
+                reference_model.device
+            )
+            labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+            output = reference_model(**batch, labels=labels)
+            token_losses = torch.nn.functional.cross_entropy(
+                output.logits[:, :-1].float().transpose(1, 2), labels[:, 1:], ignore_index=-100, reduction="none"
+            )
+            facts.append(
+                BatchFacts(
+                    loss=output.loss.item(),
+                    predicted=int((labels[:, 1:] != -100).sum()),
+                    inputs=int(batch["attention_mask"].sum()),
+                    unmasked_loss=reference_model(**batch, labels=batch["input_ids"]).loss.item(),
+                    positions=batch["input_ids"][:, 1:].numel(),
+                    text_losses=tuple((token_losses.sum(dim=1) / (labels[:, 1:] != -100).sum(dim=1)).tolist()),
+                )
+            )
+    return facts
+
+
+@reference_side
+def loss_variants(reference_model: Any, reference_tokenizer: Any, texts: list[str], batch_size: int) -> dict[str, float]:
+    """The loss and token count of the right way and of each classic wrong way, on these texts."""
+    if reference_tokenizer.pad_token is None:
+        reference_tokenizer.pad_token = reference_tokenizer.eos_token
+    reference_tokenizer.padding_side = "left"
+    left = _batch_facts(reference_model, reference_tokenizer, texts, batch_size)
+    reference_tokenizer.padding_side = "right"
+    right = _batch_facts(reference_model, reference_tokenizer, texts, batch_size)
+    predicted = sum(b.predicted for b in right)
+    inputs = sum(b.inputs for b in right)
+    positions = sum(b.positions for b in right)
+    weighted = sum(b.loss * b.predicted for b in right)
+    text_losses = [loss for b in right for loss in b.text_losses]
+    return {
+        "loss": weighted / predicted,
+        "loss, left padding": sum(b.loss * b.predicted for b in left) / sum(b.predicted for b in left),
+        "tokens": float(predicted),
+        "mean of per-batch losses": sum(b.loss for b in right) / len(right),
+        "mean of per-text losses": sum(text_losses) / len(text_losses),
+        "padding counted": sum(b.unmasked_loss * b.positions for b in right) / positions,
+        "padding counted, weighted by predicted tokens": sum(b.unmasked_loss * b.predicted for b in right) / predicted,
+        "weighted by input tokens": sum(b.loss * b.inputs for b in right) / inputs,
+        "divided by input tokens": weighted / inputs,
+        "perplexity: mean of per-batch perplexities": sum(math.exp(b.loss) for b in right) / len(right),
+        "tokens: every input token": float(inputs),
+        "tokens: padding included": float(positions),
+        "tokens: left padding": float(sum(b.predicted for b in left)),
+    }
+
+
+@reference_side
+def text_token_lengths(reference_tokenizer: Any, texts: list[str]) -> list[int]:
+    """How many tokens each text is, as the model's tokenizer splits it (no padding, no special tokens added by padding)."""
+    return [len(reference_tokenizer(text)["input_ids"]) for text in texts]
+
+
+# Each classic mistake: the variants of loss_variants() it can produce, and the sentence naming it.
+LOSS_MISTAKES: dict[tuple[str, ...], str] = {
+    ("mean of per-batch losses",): "averages the per-batch mean losses, so a small last batch weighs as much as a full one",
+    ("mean of per-text losses",): "averages per-text losses, so a short text weighs as much as a long one",
+    ("padding counted", "padding counted, weighted by predicted tokens"): (
+        "counts padding positions in the loss: set the labels of padding (attention_mask == 0) to -100"
+    ),
+    ("weighted by input tokens",): (
+        "weights each batch by its input tokens, but the first token of each text is never predicted: count labels[:, 1:] != -100"
+    ),
+    ("loss, left padding",): (
+        "pads on the left, and GPT-2 uses absolute positions: every token of a shorter text moves to a later position "
+        "and its loss changes; pad on the right (the tokenizer's default) or pass position_ids computed from the attention mask"
+    ),
+    ("divided by input tokens",): (
+        "divides by the number of input tokens, but only the tokens after the first of each text are predicted: "
+        "count labels[:, 1:] != -100"
+    ),
+}
+TOKEN_MISTAKES = {
+    "tokens: every input token": "counts every input token, but the first token of each text is never predicted: count labels[:, 1:] != -100",
+    "tokens: padding included": "counts padding positions too",
+    "tokens: left padding": (
+        "pads on the left, so the first token of each padded text is 'predicted' from padding and counted: pad on the right"
+    ),
+}
+
+
+def judge_loss(found: float, variants: dict[str, float], where: str, rel_tolerance: float, data: dict[str, Any]) -> Verdict:
+    """A reported loss against the token-weighted reference, naming the classic mistake it matches."""
+    expected = variants["loss"]
+    if math.isclose(found, expected, rel_tol=rel_tolerance):
+        return Verdict.passed(f"The loss {where} is the token-weighted mean ({number(found)}).", data=data)
+    for names, explanation in LOSS_MISTAKES.items():
+        name = next((n for n in names if math.isclose(found, variants[n], rel_tol=rel_tolerance)), None)
+        if name is not None:
+            return Verdict.failed(
+                f"The loss {where} is {number(found)}, but the token-weighted mean is {number(expected)}: your function {explanation}. "
+                f"To fix it, {GUIDANCE}.",
+                expected=number(expected),
+                found=number(found),
+                data={**data, "mistake": name},
+            )
+    return Verdict.failed(
+        f"The loss {where} is {number(found)}, but the token-weighted mean cross-entropy is {number(expected)}. {GUIDANCE.capitalize()}.",
+        expected=number(expected),
+        found=number(found),
+        data=data,
+    )
