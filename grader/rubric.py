@@ -126,7 +126,7 @@ class Rubric(Strict):
     seed: str = Field("", description="The course document the assignment comes from.")
     models: list[str] = Field(default_factory=lambda: ["gpt2"], description="Hub IDs the tiny model zoo serves to the notebook.")
     given_files: list[str] = Field(
-        default_factory=list, description="Files (relative to the rubric's reference folder) copied next to the notebook."
+        default_factory=list, description="Files (relative to the assignment's folder) copied next to the notebook."
     )
     limits: Limits = Field(default_factory=lambda: Limits(), description="Time and resource limits.")
     identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")

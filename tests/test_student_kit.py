@@ -85,7 +85,11 @@ def test_the_kit_holds_the_starter_the_public_rubric_and_the_grader(kit: Path, r
 def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, root: Path, course: Course) -> None:
     files = dict(kit_files(kit))
     names = [name.removeprefix(f"{kit.name}/") for name in files]
-    assert not [name for name in names if name.endswith(("reference.py", "hidden_checks.py", "notebooks.py"))]
+    assert not [
+        name
+        for name in names
+        if name.startswith("assignments/") and name.endswith(("reference.py", "hidden_checks.py", "notebooks.py"))
+    ]
     assert [name for name in names if name.endswith(".ipynb")] == [f"{ASSIGNMENT}.ipynb"]
     assert not [name for name in names if name.startswith(("submissions/", "tests/", "scripts/"))]
 
