@@ -70,10 +70,7 @@ def expect_raise(outcome: CallOutcome, call: str) -> ExceptionInfo | None:
 
 def _resolve(context: CheckContext, function: str, precision: str, device: str) -> CallOutcome:
     key = f"resolve:{function}:{precision}:{device}"
-    if key not in context.memo:
-        context.memo[key] = context.call(function, literal(precision), literal(device))
-    outcome: CallOutcome = context.memo[key]
-    return outcome
+    return context.once(key, lambda: context.call(function, literal(precision), literal(device)))
 
 
 def _resolved(context: CheckContext, function: str, precision: str, device: str) -> tuple[DType, str]:
@@ -206,10 +203,7 @@ def _missing_id(context: CheckContext, params: LoaderParams, index: int) -> str:
 
 def _loader_call(context: CheckContext, params: LoaderParams, candidates: list[str]) -> CallOutcome:
     key = f"latency-loader:{params.function}:{candidates}:{params.precision}"
-    if key not in context.memo:
-        context.memo[key] = context.call(params.function, literal(candidates), literal(params.precision))
-    outcome: CallOutcome = context.memo[key]
-    return outcome
+    return context.once(key, lambda: context.call(params.function, literal(candidates), literal(params.precision)))
 
 
 def _loaded(context: CheckContext, params: LoaderParams, candidates: list[str]) -> tuple[Tokenizer, Model, Any, Any]:
@@ -346,7 +340,8 @@ def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[s
         (params.eos_prompt, params.eos_tokens, True),
     ]
     key = f"measure:{params.function}:{params.model}:{plan}:{params.pace_s}"
-    if key not in context.memo:
+
+    def measure() -> list[tuple[str, int, bool, CallOutcome, dict[str, Any]]]:
         calls = []
         for prompt, max_new_tokens, use_cache in plan:
             outcome, value = retry_while_too_long(
@@ -355,9 +350,9 @@ def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[s
                 lambda value: value["latency_s"],
             )
             calls.append((prompt, max_new_tokens, use_cache, outcome, value))
-        context.memo[key] = calls
-    calls_made: list[tuple[str, int, bool, CallOutcome, dict[str, Any]]] = context.memo[key]
-    return calls_made
+        return calls
+
+    return context.once(key, measure)
 
 
 def _measure(
@@ -536,8 +531,9 @@ def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], i
     lengths = [rng.randint(low, high) for low, high in params.lengths]
     max_new_tokens = rng.randint(*params.tokens)
     key = f"sweep:{params.function}:{params.model}:{base}:{lengths}:{max_new_tokens}:{params.use_cache}"
-    if key not in context.memo:
-        context.memo[key] = context.call(
+    outcome = context.once(
+        key,
+        lambda: context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
             context.tokenizer(params.model),
@@ -546,8 +542,9 @@ def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], i
             literal(max_new_tokens),
             literal(params.use_cache),
             figures=True,
-        )
-    return lengths, max_new_tokens, context.memo[key]
+        ),
+    )
+    return lengths, max_new_tokens, outcome
 
 
 def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int], outcome: CallOutcome) -> Frame:
@@ -611,7 +608,8 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
     rng = context.rng_for("use-cache-probe")
     prompt, max_new_tokens = rng.choice(params.base_texts), rng.randint(*params.tokens)
     key = f"measure-use-cache:{params.measure_function}:{params.model}:{prompt}:{max_new_tokens}"
-    if key not in context.memo:
+
+    def probe() -> bool:
         outcome = context.call(
             params.measure_function,
             model(model_spec(params.model, dtype="float32")),
@@ -621,8 +619,9 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
             literal(params.use_cache),
         )
         events = outcome.generate_events()
-        context.memo[key] = bool(events) and events[-1].get("use_cache") is not params.use_cache
-    return bool(context.memo[key])
+        return bool(events) and events[-1].get("use_cache") is not params.use_cache
+
+    return context.once(key, probe)
 
 
 @check_kind("prompt_sweep", SweepParams)
@@ -753,11 +752,13 @@ def precision_sweep_call(context: CheckContext, params: PrecisionSweepParams) ->
     rng = context.rng_for("precision-sweep")
     prompt, max_new_tokens = rng.choice(params.prompts), rng.randint(*params.tokens)
     key = f"precision-sweep:{params.function}:{params.model}:{params.precisions}:{prompt}:{max_new_tokens}"
-    if key not in context.memo:
-        context.memo[key] = context.call(
+    outcome = context.once(
+        key,
+        lambda: context.call(
             params.function, literal([params.model]), literal(list(params.precisions)), literal(prompt), literal(max_new_tokens)
-        )
-    return prompt, max_new_tokens, context.memo[key]
+        ),
+    )
+    return prompt, max_new_tokens, outcome
 
 
 def _segments(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -16,7 +16,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind, number
-from grader.checks.loss import TOKEN_MISTAKES, CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
+from grader.checks.loss import (
+    TOKEN_MISTAKES,
+    CorpusParams,
+    draw_corpus,
+    judge_loss,
+    reference_variants,
+    text_token_lengths,
+)
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
@@ -31,15 +38,17 @@ def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[s
     """evaluate_loss called once per corpus and submission; the checks of that corpus share it."""
     texts, batch_size = draw_corpus(context, params)
     key = "evaluation:" + json.dumps([params.function, params.model, texts, batch_size])
-    if key not in context.memo:
-        context.memo[key] = context.call(
+    outcome = context.once(
+        key,
+        lambda: context.call(
             params.function,
             model(model_spec(params.model, dtype="float32")),
             context.tokenizer(params.model),
             literal(texts),
             literal(batch_size),
-        )
-    return texts, batch_size, context.memo[key]
+        ),
+    )
+    return texts, batch_size, outcome
 
 
 def _returned_dict(context: CheckContext, params: CorpusParams, outcome: CallOutcome, needed: tuple[str, ...]) -> dict[str, Any]:
@@ -74,12 +83,7 @@ def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
     """loss (token-weighted, padding masked), perplexity (= exp(loss)) or tokens, against the reference."""
     texts, batch_size, outcome = evaluation_call(context, params)
     value = _returned_dict(context, params, outcome, ("loss", "perplexity") if params.field == "perplexity" else (params.field,))
-    key = "variants:" + json.dumps([params.model, texts, batch_size])
-    if key not in context.memo:
-        with quiet_libraries():
-            reference = context.models.model(model_spec(params.model, dtype="float32")), context.models.tokenizer(params.model)
-            context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
-    variants = context.memo[key]
+    variants = reference_variants(context, params.model, texts, batch_size)
     where = f"on {len(texts)} texts in batches of {batch_size}"
     found = value[params.field]
     if not is_number(found):

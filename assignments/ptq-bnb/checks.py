@@ -386,64 +386,71 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
     Done once per submission and shared by the configuration checks and the results table.
     """
     key = f"configurations:{params.variable}:{params.model}"
-    if key in context.memo:
-        cached = context.memo[key]
-        if isinstance(cached, Verdict):
-            raise StopCheck(cached)
-        return list(cached)
-    harness = context.require_harness()
-    described = harness.describe(params.variable, timeout_s=context.timeout_s)
-    try:
-        configurations = context.returned(described, f"`{params.variable}`")
-        expect_type(configurations, list, f"`{params.variable}`", "a list of dicts with 'name' and 'load_args'")
-        if not configurations:
-            raise StopCheck(
-                Verdict.failed(
-                    f"`{params.variable}` is empty: define the baseline, INT8, NF4 and FP4 configurations.", found="an empty list"
-                )
-            )
-        for index, item in enumerate(configurations):
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("load_args"), dict):
+
+    def load() -> tuple[LoadedConfiguration, ...] | Verdict:
+        harness = context.require_harness()
+        described = harness.describe(params.variable, timeout_s=context.timeout_s)
+        try:
+            configurations = context.returned(described, f"`{params.variable}`")
+            expect_type(configurations, list, f"`{params.variable}`", "a list of dicts with 'name' and 'load_args'")
+            if not configurations:
                 raise StopCheck(
                     Verdict.failed(
-                        f"`{params.variable}[{index}]` should be a dict with a 'name' (str) and 'load_args' (dict), but it is {kind_of(item)}"
-                        + (f" with keys {sorted(map(str, item))}" if isinstance(item, dict) else "")
-                        + ".",
-                        expected="{'name': str, 'load_args': dict}",
-                        found=kind_of(item),
+                        f"`{params.variable}` is empty: define the baseline, INT8, NF4 and FP4 configurations.",
+                        found="an empty list",
                     )
                 )
-    except StopCheck as stop:
-        context.memo[key] = stop.verdict
-        raise
-    loaded = []
-    for index, item in enumerate(configurations):
-        handle_name = f"configuration-{index}"
-        spec = {"hub_id": params.model, "load_args_path": [params.variable, index, "load_args"]}
-        outcome = harness.load_model(spec, handle_name, timeout_s=context.timeout_s)
-        if not outcome.ok:
-            error = str(outcome.exception) if outcome.exception else outcome.message
-            loaded.append(LoadedConfiguration(index, item["name"], None, error, None))
-            continue
-        # What the student's own footprint function says of this model, before and after it generates
-        # (bitsandbytes repacks 4-bit weights on a CPU's first forward): a table row may report either
-        # (a wrong formula is charged by the memory checks, not again by the table's).
-        before = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
-        generated = harness.generate(handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s)
-        after = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
-        harness.release([handle_name])
-        loaded.append(
-            LoadedConfiguration(
-                index,
-                item["name"],
-                outcome.value if isinstance(outcome.value, Model) else None,
-                None if generated.ok else f"generating failed: {generated.exception or generated.message}",
-                generated.value if generated.ok else None,
-                tuple(value for value in (before, after) if value is not None),
+            for index, item in enumerate(configurations):
+                if (
+                    not isinstance(item, dict)
+                    or not isinstance(item.get("name"), str)
+                    or not isinstance(item.get("load_args"), dict)
+                ):
+                    raise StopCheck(
+                        Verdict.failed(
+                            f"`{params.variable}[{index}]` should be a dict with a 'name' (str) and 'load_args' (dict), but it is {kind_of(item)}"
+                            + (f" with keys {sorted(map(str, item))}" if isinstance(item, dict) else "")
+                            + ".",
+                            expected="{'name': str, 'load_args': dict}",
+                            found=kind_of(item),
+                        )
+                    )
+        except StopCheck as stop:
+            return stop.verdict  # kept: the next check of these configurations stops the same way
+        loaded = []
+        for index, item in enumerate(configurations):
+            handle_name = f"configuration-{index}"
+            spec = {"hub_id": params.model, "load_args_path": [params.variable, index, "load_args"]}
+            outcome = harness.load_model(spec, handle_name, timeout_s=context.timeout_s)
+            if not outcome.ok:
+                error = str(outcome.exception) if outcome.exception else outcome.message
+                loaded.append(LoadedConfiguration(index, item["name"], None, error, None))
+                continue
+            # What the student's own footprint function says of this model, before and after it generates
+            # (bitsandbytes repacks 4-bit weights on a CPU's first forward): a table row may report either
+            # (a wrong formula is charged by the memory checks, not again by the table's).
+            before = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
+            generated = harness.generate(
+                handle_name, params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s
             )
-        )
-    context.memo[key] = tuple(loaded)
-    return loaded
+            after = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
+            harness.release([handle_name])
+            loaded.append(
+                LoadedConfiguration(
+                    index,
+                    item["name"],
+                    outcome.value if isinstance(outcome.value, Model) else None,
+                    None if generated.ok else f"generating failed: {generated.exception or generated.message}",
+                    generated.value if generated.ok else None,
+                    tuple(value for value in (before, after) if value is not None),
+                )
+            )
+        return tuple(loaded)
+
+    loaded = context.once(key, load)
+    if isinstance(loaded, Verdict):
+        raise StopCheck(loaded)
+    return list(loaded)
 
 
 def _declared_args(load_args: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from pydantic import Field
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.common import screen_answer
 from grader.checks.labels import Scenario, missing_scenarios, read_scenario
-from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, loss_variants, text_token_lengths
+from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, reference_variants, text_token_lengths
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,
@@ -129,24 +129,23 @@ class MeasureParams(PromptsParams):
 def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
     prompts, max_new_tokens = draw_prompts(context, params, "measure")
     key = f"quantization-measure:{params.function}:{params.model}:{prompts}:{max_new_tokens}:{params.use_cache}"
-    if key not in context.memo:
 
-        def attempt() -> tuple[CallOutcome, Any]:
-            return call_timed(
-                context,
-                params.function,
-                params.model,
-                prompts,  # type: ignore[arg-type]  # a list of prompts, passed as a JSON literal
-                max_new_tokens,
-                literal(params.use_cache),
-                dtype="float32",
-                pace_s=params.pace_s,
-            )
-
-        context.memo[key] = retry_while_too_long(
-            params, attempt, lambda value: value.get("latency_s") if isinstance(value, dict) else None
+    def attempt() -> tuple[CallOutcome, Any]:
+        return call_timed(
+            context,
+            params.function,
+            params.model,
+            prompts,  # type: ignore[arg-type]  # a list of prompts, passed as a JSON literal
+            max_new_tokens,
+            literal(params.use_cache),
+            dtype="float32",
+            pace_s=params.pace_s,
         )
-    outcome, value = context.memo[key]
+
+    outcome, value = context.once(
+        key,
+        lambda: retry_while_too_long(params, attempt, lambda value: value.get("latency_s") if isinstance(value, dict) else None),
+    )
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens}, use_cache={params.use_cache})"
     _metrics_dict(value, call, METRICS)
     if not outcome.generate_events():
@@ -219,16 +218,17 @@ class PtqParams(Params):
 def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str]:
     harness = context.require_harness()
     key = f"ptq:{params.function}:{params.model}"
-    if key not in context.memo:
+
+    def quantize() -> CallOutcome:
         save_dir = harness.session.workdir / f"grader-ptq-{secrets.token_hex(4)}"  # removed with the working folder
-        outcome = harness.call(
+        return harness.call(
             params.function,
             [literal(params.model), literal(str(save_dir))],
             timeout_s=context.timeout_s,
             keep_as="quantization:ptq",
         )
-        context.memo[key] = outcome
-    outcome = context.memo[key]
+
+    outcome = context.once(key, quantize)
     call = f"{params.function}({params.model!r}, save_dir)"
     value = context.returned(outcome, call)
     if not (isinstance(value, (tuple, list)) and len(value) == 2):
@@ -419,14 +419,15 @@ def _timed_sweep(
 def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
     prompts, max_new_tokens = draw_prompts(context, params, "ablation")
     key = f"ablation:{params.function}:{params.model}:{prompts}:{max_new_tokens}"
-    if key not in context.memo:
-        context.memo[key] = _timed_sweep(
+    outcome = context.once(
+        key,
+        lambda: _timed_sweep(
             context,
             params,
             (literal(prompts), literal(max_new_tokens)),
             lambda outcome: _ablation_too_long(params, outcome, outcome.value, max_new_tokens),
-        )
-    outcome = context.memo[key]
+        ),
+    )
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
     value = context.returned(outcome, call)
     if not isinstance(value, dict):
@@ -656,14 +657,15 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], lis
     rng = context.rng_for("batching-sizes")
     sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
     key = f"batched:{params.function}:{params.model}:{prompts}:{sizes}:{max_new_tokens}"
-    if key not in context.memo:
-        context.memo[key] = _timed_sweep(
+    outcome = context.once(
+        key,
+        lambda: _timed_sweep(
             context,
             params,
             (literal(prompts), literal(sizes), literal(max_new_tokens)),
             lambda outcome: _batched_too_long(params, outcome, max_new_tokens),
-        )
-    outcome = context.memo[key]
+        ),
+    )
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
     frame = context.returned(outcome, call)
     if not isinstance(frame, Frame):
@@ -939,13 +941,14 @@ def quantize_int8(source: str, save_dir: Path) -> None:
 def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], CallOutcome, dict[str, Any]]:
     texts, _ = draw_corpus(context, params)
     key = "ppx-comparison:" + json.dumps([params.function, params.model, texts])
-    if key not in context.memo:
+
+    def compare() -> CallOutcome:
         harness = context.require_harness()
         quantized_dir = harness.session.workdir / f"grader-int8-{secrets.token_hex(4)}"  # removed with the working folder
         with quiet_libraries():
             built = context.models.built(f"int8:{params.model}", partial(quantize_int8, context.models.source(params.model)))
         shutil.copytree(built, quantized_dir)  # each kernel its own copy: a notebook may change the files it is given
-        context.memo[key] = context.call(
+        return context.call(
             params.function,
             mapping(
                 {
@@ -956,7 +959,8 @@ def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], Ca
             context.tokenizer(params.model),
             literal(texts),
         )
-    outcome = context.memo[key]
+
+    outcome = context.once(key, compare)
     value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)")
     if not isinstance(value, dict):
         raise StopCheck(
@@ -991,17 +995,10 @@ def _baseline_loss(
             found="no forward pass",
         )
     batch_size = int(forwards[0]["input_shape"][0])
-    key = "variants:" + json.dumps([params.model, texts, batch_size])
-    if key not in context.memo:
-        with quiet_libraries():
-            reference = (
-                context.models.model(model_spec(params.model, dtype="float32")),
-                context.models.tokenizer(params.model),
-            )
-            context.memo[key] = context.expected(loss_variants, *reference, texts, batch_size)
+    variants = reference_variants(context, params.model, texts, batch_size)
     data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
     where = f"on {len(texts)} hidden texts"
-    return judge_loss(loss, context.memo[key], f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
+    return judge_loss(loss, variants, f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
 
 
 def _quantized_runs(
@@ -1360,15 +1357,17 @@ def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[l
     max_new_tokens = rng.randint(*params.tokens)
     call = f"{params.function}({params.model!r}, batch_sizes={tuple(sizes)}, max_new_tokens={max_new_tokens})"
     key = f"controller:{call}:{params.table_function}"
-    if key not in context.memo:
-        context.memo[key] = context.call(
+    outcome = context.once(
+        key,
+        lambda: context.call(
             params.function,
             literal(params.model),
             literal(sizes),
             literal(max_new_tokens),
             watch=(params.table_function, *params.measure_functions, params.ppx_function),
-        )
-    return sizes, call, context.memo[key]
+        ),
+    )
+    return sizes, call, outcome
 
 
 def _reported(value: Any, key: str) -> list[float]:

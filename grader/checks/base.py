@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from grader.reference import ReferenceModels
     from grader.replay import ReferenceFunctions
     from grader.rubric import CheckSpec, Rubric
+
+T = TypeVar("T")
 
 Outcome = Literal["passed", "failed", "error", "manual", "skipped"]
 # Whose points a check's are: the grader's (automatic), or the instructor's (graded by hand;
@@ -131,9 +133,19 @@ class CheckContext:
     models: ReferenceModels
     environment: Mapping[str, Any]
     rng: random.Random
-    memo: dict[str, Any]  # shared by the checks of one submission (for example, loaded configurations)
+    memo: dict[str, Any]  # shared by the checks of one submission; read and written only through once()
     kernel_problem: str | None = None
     seed_key: str = ""  # the run's seed and the submission: hidden inputs derive from it
+
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` once per submission: every check asking for ``key`` gets the first one's value.
+
+        A call into the kernel that several checks judge (one sweep, one loader call) is made once;
+        if ``compute`` stops the check (:class:`StopCheck`), nothing is kept and the next check tries again.
+        """
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return cast(T, self.memo[key])
 
     def rng_for(self, name: str) -> random.Random:
         """A random source for hidden inputs that several checks share (same name, same draws)."""

@@ -57,10 +57,9 @@ def _list(value: Any) -> list[Any]:
 
 def reference_fingerprint(context: CheckContext, hub_id: str) -> dict[str, Any]:
     """The fingerprint of the model the grader itself loads under ``hub_id``."""
-    key = f"fingerprint:{hub_id}"
-    if key not in context.memo:
-        context.memo[key] = runtime.model_fingerprint(context.models.model(model_spec(hub_id)))
-    fingerprint: dict[str, Any] = context.memo[key]
+    fingerprint: dict[str, Any] = context.once(
+        f"fingerprint:{hub_id}", lambda: runtime.model_fingerprint(context.models.model(model_spec(hub_id)))
+    )
     return fingerprint
 
 

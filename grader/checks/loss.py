@@ -4,6 +4,7 @@ classic ways of averaging it wrongly. Used by every assignment that loads a mode
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.checks.identity import other_model
-from grader.harness import literal
+from grader.harness import literal, model_spec
+from grader.quiet import quiet_libraries
 from grader.replay import reference_side
 from grader.values import Model, Tokenizer, kind_of
 from grader.zoo.build import CORPUS_PATH, read_documents
@@ -47,11 +49,8 @@ class LoaderParams(Params):
 
 def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Model]:
     key = f"loader:{params.function}:{params.model_id}:{params.precision}"
-    if key not in context.memo:
-        arguments = [literal(params.model_id)] + ([] if params.precision is None else [literal(params.precision)])
-        outcome = context.call(params.function, *arguments)
-        context.memo[key] = outcome
-    outcome = context.memo[key]
+    arguments = [literal(params.model_id)] + ([] if params.precision is None else [literal(params.precision)])
+    outcome = context.once(key, lambda: context.call(params.function, *arguments))
     value = context.returned(outcome, params.function)
     if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Model) and isinstance(value[1], Tokenizer):
         raise StopCheck(
@@ -289,6 +288,18 @@ TOKEN_MISTAKES = {
         "pads on the left, so the first token of each padded text is 'predicted' from padding and counted: pad on the right"
     ),
 }
+
+
+def reference_variants(context: CheckContext, hub_id: str, texts: list[str], batch_size: int) -> dict[str, float]:
+    """The reference's token-weighted loss and its classic wrong variants on these texts, once per submission."""
+
+    def compute() -> dict[str, float]:
+        with quiet_libraries():
+            reference = context.models.model(model_spec(hub_id, dtype="float32")), context.models.tokenizer(hub_id)
+            variants: dict[str, float] = context.expected(loss_variants, *reference, texts, batch_size)
+            return variants
+
+    return context.once("variants:" + json.dumps([hub_id, texts, batch_size]), compute)
 
 
 def judge_loss(found: float, variants: dict[str, float], where: str, rel_tolerance: float, data: dict[str, Any]) -> Verdict:
