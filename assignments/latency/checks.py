@@ -14,19 +14,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field, model_validator
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call, number
-from grader.checks.identity import other_model
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
     cuda_misuse,
-    judge_generate_inputs,
     judge_synchronize,
-    judge_timed_call,
     require_keys,
     retry_while_too_long,
     warmup_before,
@@ -45,18 +43,12 @@ TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed mod
 
 
 class PrecisionParams(Params):
-    """How resolve_precision is called: hidden spellings, devices and invalid values."""
+    """How resolve_precision is called: spellings drawn at grading time, and devices."""
 
-    expect: Literal["names", "cpu_fallback", "invalid"] = Field(description="What this check judges.")
     function: str = Field("resolve_precision", description="The student's function.")
     float32: list[str] = Field(["FLOAT32", "Float32", "float32", "fLoAt32"], min_length=1, description="Spellings of float32.")
     float16: list[str] = Field(["FLOAT16", "Float16", "float16", "FlOaT16"], min_length=1, description="Spellings of float16.")
-    invalid: list[str] = Field(
-        ["float64", "int8", "float8", "int4", "double", "fp64"],
-        min_length=1,
-        description="Values that must be rejected (no plausible alias of float32/float16 such as 'half' or 'bfloat16').",
-    )
-    draws: int = Field(2, ge=1, description="How many spellings or invalid values are drawn per call kind.")
+    draws: int = Field(2, ge=1, description="How many spellings are drawn per call kind.")
 
 
 def expect_raise(outcome: CallOutcome, call: str) -> ExceptionInfo | None:
@@ -111,75 +103,54 @@ def student_resolution(
         return fallback
 
 
-@check_kind("precision_resolve", PrecisionParams)
-def precision_resolve(context: CheckContext, params: PrecisionParams) -> Verdict:
-    """resolve_precision: any capitalisation, float16 falls back on the CPU with a label, others rejected."""
-    if params.expect == "names":
-        cases = [(s, "cpu", "torch.float32") for s in context.rng.sample(params.float32, min(params.draws, len(params.float32)))]
-        cases += [
-            (s, "cuda", "torch.float16") for s in context.rng.sample(params.float16, min(params.draws, len(params.float16)))
-        ]
-        for spelling, device, expected in cases:
-            call = f"{params.function}({spelling!r}, {device!r})"
-            outcome = _resolve(context, params.function, spelling, device)
-            exception = outcome.exception
-            if (
-                outcome.status == "raised"
-                and exception is not None
-                and exception.type == "ValueError"
-                and spelling != spelling.lower()
-            ):
-                return Verdict.failed(
-                    f"{call} raised ValueError ({exception.message.rstrip('.')}): accept any capitalisation "
-                    "(normalise with .lower()).",
-                    expected=f"({expected}, label)",
-                    found="ValueError raised",
-                )
-            dtype, _ = _resolved(context, params.function, spelling, device)
-            if dtype.name != expected:
-                hint = " It should follow the device argument, not torch.cuda.is_available()." if device == "cuda" else ""
-                return Verdict.failed(f"{call} returned {dtype.name}, not {expected}.{hint}", expected=expected, found=dtype.name)
-        return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
+@check_kind("precision_names", PrecisionParams)
+def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
+    """resolve_precision accepts float32 and float16 in any capitalisation, and follows the device argument."""
+    cases = [(s, "cpu", "torch.float32") for s in context.rng.sample(params.float32, min(params.draws, len(params.float32)))]
+    cases += [(s, "cuda", "torch.float16") for s in context.rng.sample(params.float16, min(params.draws, len(params.float16)))]
+    for spelling, device, expected in cases:
+        call = f"{params.function}({spelling!r}, {device!r})"
+        outcome = _resolve(context, params.function, spelling, device)
+        exception = outcome.exception
+        if (
+            outcome.status == "raised"
+            and exception is not None
+            and exception.type == "ValueError"
+            and spelling != spelling.lower()
+        ):
+            return Verdict.failed(
+                f"{call} raised ValueError ({exception.message.rstrip('.')}): accept any capitalisation "
+                "(normalise with .lower()).",
+                expected=f"({expected}, label)",
+                found="ValueError raised",
+            )
+        dtype, _ = _resolved(context, params.function, spelling, device)
+        if dtype.name != expected:
+            hint = " It should follow the device argument, not torch.cuda.is_available()." if device == "cuda" else ""
+            return Verdict.failed(f"{call} returned {dtype.name}, not {expected}.{hint}", expected=expected, found=dtype.name)
+    return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
 
-    if params.expect == "cpu_fallback":
-        call = f"{params.function}('float16', 'cpu')"
-        dtype, label = _resolved(context, params.function, "float16", "cpu")
-        if dtype.name != "torch.float32":
-            return Verdict.failed(
-                f"{call} returned {dtype.name}: on the CPU, float16 must fall back to float32.",
-                expected="torch.float32",
-                found=dtype.name,
-            )
-        _, plain = _resolved(context, params.function, "float32", "cpu")
-        if label == plain or not any(name in label.casefold() for name in ("float32", "fp32")):
-            return Verdict.failed(
-                f"{call} returns the label {label!r}, which does not say that float16 fell back to float32 "
-                f"(float32 itself gives {plain!r}).",
-                expected="a label naming float32 and the fallback, e.g. 'float32 (float16 requested; CPU fallback)'",
-                found=repr(label),
-            )
-        return Verdict.passed(f"On the CPU, float16 falls back to float32 with the label {label!r}.")
 
-    for value in context.rng.sample(params.invalid, min(params.draws, len(params.invalid))):
-        call = f"{params.function}({value!r}, 'cpu')"
-        outcome = _resolve(context, params.function, value, "cpu")
-        exception = expect_raise(outcome, call)
-        if exception is None:
-            return Verdict.failed(
-                f"{call} returned {kind_of(outcome.value)} instead of raising ValueError: accept only float32 and float16.",
-                expected="ValueError",
-                found=f"returned {kind_of(outcome.value)}",
-            )
-        if exception.type != "ValueError":
-            return Verdict.failed(f"{call} raised {exception.type}, not ValueError.", expected="ValueError", found=exception.type)
-        missing = [name for name in ("float32", "float16") if name not in exception.message.casefold()]
-        if missing:
-            return Verdict.failed(
-                f"{call} raised ValueError({exception.message!r}), which does not name the accepted value(s) {' and '.join(missing)}.",
-                expected="a message naming float32 and float16",
-                found=repr(exception.message),
-            )
-    return Verdict.passed(f"{params.function} rejects other values with a ValueError naming float32 and float16.")
+@check_kind("precision_cpu_fallback", PrecisionParams)
+def precision_cpu_fallback(context: CheckContext, params: PrecisionParams) -> Verdict:
+    """On the CPU, resolve_precision falls back from float16 to float32, with a label that says so."""
+    call = f"{params.function}('float16', 'cpu')"
+    dtype, label = _resolved(context, params.function, "float16", "cpu")
+    if dtype.name != "torch.float32":
+        return Verdict.failed(
+            f"{call} returned {dtype.name}: on the CPU, float16 must fall back to float32.",
+            expected="torch.float32",
+            found=dtype.name,
+        )
+    _, plain = _resolved(context, params.function, "float32", "cpu")
+    if label == plain or not any(name in label.casefold() for name in ("float32", "fp32")):
+        return Verdict.failed(
+            f"{call} returns the label {label!r}, which does not say that float16 fell back to float32 "
+            f"(float32 itself gives {plain!r}).",
+            expected="a label naming float32 and the fallback, e.g. 'float32 (float16 requested; CPU fallback)'",
+            found=repr(label),
+        )
+    return Verdict.passed(f"On the CPU, float16 falls back to float32 with the label {label!r}.")
 
 
 # --------------------------------------------------------------------------------------
@@ -190,7 +161,6 @@ def precision_resolve(context: CheckContext, params: PrecisionParams) -> Verdict
 class LoaderParams(Params):
     """How the loader is called: candidates with missing ids, and the model it should load."""
 
-    expect: Literal["fallthrough", "same_id", "none_loads", "model"] = Field(description="What this check judges.")
     function: str = Field("load_model_and_tokenizer", description="The student's function.")
     model_id: str = Field("distilgpt2", description="The id that loads (for fallthrough and same_id).")
     precision: str = Field("float32", description="The precision passed.")
@@ -222,71 +192,41 @@ def _loaded(context: CheckContext, params: LoaderParams, candidates: list[str]) 
     return value[0], value[1], value[2], value[3]
 
 
-@check_kind("latency_loader", LoaderParams)
-def latency_loader(context: CheckContext, params: LoaderParams) -> Verdict:
-    """The loader: falls through missing ids, lists them all when none loads, loads as resolved."""
-    if params.expect == "none_loads":
-        candidates = [_missing_id(context, params, 1), _missing_id(context, params, 2)]
-        call = f"{params.function}({candidates!r})"
-        outcome = _loader_call(context, params, candidates)
-        exception = expect_raise(outcome, call)
-        if exception is None:
-            return Verdict.failed(
-                f"{call} returned {kind_of(outcome.value)} although no candidate exists: raise an error instead.",
-                expected="an exception listing every id tried",
-                found=f"returned {kind_of(outcome.value)}",
-            )
-        missing = [candidate for candidate in candidates if candidate not in exception.message]
-        stops_early = _loader_call(context, params, [_missing_id(context, params, 0), params.model_id]).status == "raised"
-        if missing == candidates[1:] and stops_early:
-            # It stops at the first id that fails (charged in the fall-through check) and names what it tried.
-            return Verdict.passed(
-                f"When no candidate loads, the error names the id it tried ({exception.type}); that it stops at the "
-                "first one is charged in the fall-through check."
-            )
-        if missing:
-            return Verdict.failed(
-                f"When no candidate loads, the error ({exception}) does not name {', '.join(missing)}: list every id tried.",
-                expected=f"an error naming {' and '.join(candidates)}",
-                found=str(exception),
-            )
-        return Verdict.passed(f"When no candidate loads, the error lists every id tried ({exception.type}).")
+@check_kind("latency_loader_none_loads", LoaderParams)
+def latency_loader_none_loads(context: CheckContext, params: LoaderParams) -> Verdict:
+    """When no candidate loads, the loader raises an error naming every id tried."""
+    candidates = [_missing_id(context, params, 1), _missing_id(context, params, 2)]
+    call = f"{params.function}({candidates!r})"
+    outcome = _loader_call(context, params, candidates)
+    exception = expect_raise(outcome, call)
+    if exception is None:
+        return Verdict.failed(
+            f"{call} returned {kind_of(outcome.value)} although no candidate exists: raise an error instead.",
+            expected="an exception listing every id tried",
+            found=f"returned {kind_of(outcome.value)}",
+        )
+    missing = [candidate for candidate in candidates if candidate not in exception.message]
+    stops_early = _loader_call(context, params, [_missing_id(context, params, 0), params.model_id]).status == "raised"
+    if missing == candidates[1:] and stops_early:
+        # It stops at the first id that fails (charged in the fall-through check) and names what it tried.
+        return Verdict.passed(
+            f"When no candidate loads, the error names the id it tried ({exception.type}); that it stops at the "
+            "first one is charged in the fall-through check."
+        )
+    if missing:
+        return Verdict.failed(
+            f"When no candidate loads, the error ({exception}) does not name {', '.join(missing)}: list every id tried.",
+            expected=f"an error naming {' and '.join(candidates)}",
+            found=str(exception),
+        )
+    return Verdict.passed(f"When no candidate loads, the error lists every id tried ({exception.type}).")
 
-    if params.expect == "fallthrough":
-        candidates = [_missing_id(context, params, 0), params.model_id]
-        _, loaded_model, model_id, _ = _loaded(context, params, candidates)
-        other = other_model(context, loaded_model, params.model_id)  # its weights, not the name it carries
-        if model_id != params.model_id or other:
-            model_text = f"another model ({other})" if other else f"the {params.model_id!r} model"
-            return Verdict.failed(
-                f"With candidates {candidates!r}, the loader returned model_id {model_id!r} and {model_text}: "
-                f"the first id that loads ({params.model_id!r}) should win.",
-                expected=params.model_id,
-                found=f"model_id {model_id!r}, {model_text}",
-            )
-        return Verdict.passed(f"A candidate that does not exist falls through to the next ({params.model_id!r}).")
 
-    if params.expect == "same_id":
-        candidates = [params.model_id, "gpt2" if params.model_id != "gpt2" else "distilgpt2"]
-        loaded_tokenizer, loaded_model, model_id, _ = _loaded(context, params, candidates)
-        # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
-        other = other_model(context, loaded_model, params.model_id)
-        names = {
-            "tokenizer": repr(loaded_tokenizer.name_or_path),
-            "model": f"another id than {params.model_id!r} ({other})" if other else repr(params.model_id),
-        }
-        if loaded_tokenizer.name_or_path != params.model_id or other or model_id != params.model_id:
-            found = ", ".join(f"{part} from {name}" for part, name in names.items()) + f", model_id {model_id!r}"
-            return Verdict.failed(
-                f"With candidates {candidates!r}, the tokenizer and the model do not both come from the returned id: "
-                "load both from the candidate being tried, or the tokenizer's ids will not match the model's vocabulary.",
-                expected=f"tokenizer, model and model_id all {params.model_id!r}",
-                found=found,
-            )
-        return Verdict.passed("The tokenizer and the model come from the same id, the one returned.")
-
+@check_kind("latency_loader_model", LoaderParams)
+def latency_loader_model(context: CheckContext, params: LoaderParams) -> Verdict:
+    """The loader returns the model in eval mode on the device, in the dtype and label resolve_precision gives."""
     candidates = [params.model_id]
-    _, loaded_model, model_id, label = _loaded(context, params, candidates)
+    _, loaded_model, _, label = _loaded(context, params, candidates)
     device = "cuda" if context.on_cuda else "cpu"
     expected_dtype, expected_label = student_resolution(context, params.precision, device)
     call = f"{params.function}({candidates!r}, {params.precision!r})"
@@ -321,7 +261,6 @@ METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
 class MeasureParams(LatencyTolerance):
     """Hidden calls of measure_generation, paced so that a timer around other work shows."""
 
-    expect: Literal["warmup", "latency", "new_tokens", "settings", "synchronize"] = Field(description="What this check judges.")
     model: str = Field("gpt2", description="Hub ID of the model.")
     function: str = Field("measure_generation", description="The student's function.")
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
@@ -379,71 +318,66 @@ def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
     return f"measure_generation(model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
 
 
-@check_kind("generation_measure", MeasureParams)
-def generation_measure(context: CheckContext, params: MeasureParams) -> Verdict:
-    """measure_generation: warm-up, latency of the timed generate, new tokens, settings passed through."""
-    if params.expect == "synchronize":
-        rng = context.rng_for("measure-cuda")
-        outcome, _ = _measure(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), True, device="cuda")
-        return judge_synchronize(outcome, params.function)
-    for prompt, max_new_tokens, use_cache, outcome, value in measured_calls(context, params):
+@check_kind("measure_cuda_sync", MeasureParams)
+def measure_cuda_sync(context: CheckContext, params: MeasureParams) -> Verdict:
+    """On CUDA, measure_generation synchronises right before starting and right after stopping its timer."""
+    rng = context.rng_for("measure-cuda")
+    outcome, _ = _measure(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), True, device="cuda")
+    return judge_synchronize(outcome, params.function)
+
+
+@check_kind("measure_warmup", MeasureParams)
+def measure_warmup(context: CheckContext, params: MeasureParams) -> Verdict:
+    """measure_generation runs an untimed warm-up generate (at least one token, same model) before the timed one."""
+    for prompt, max_new_tokens, use_cache, outcome, _ in measured_calls(context, params):
         call = _describe_call(prompt, max_new_tokens, use_cache)
         events = outcome.generate_events()
-        timed = events[-1]
-        if params.expect == "warmup":
-            if warmup_before(events, timed) is None:
-                earlier = events[:-1]
-                why = (
-                    "calls model.generate only once"
-                    if not earlier
-                    else f"makes {len(earlier)} earlier generate call(s), but none generated a token on the same model "
-                    f"and device ({_earlier_calls(earlier)})"
-                )
-                return Verdict.failed(
-                    f"{call} {why}, so the timed call pays the first call's one-time costs: "
-                    "run one brief generate (at least one new token) on the same model before the timed one and do not time it.",
-                    expected="an untimed warm-up generate that produces tokens, then the timed generate",
-                    found=f"{len(events)} generate call(s), no real warm-up",
-                )
-            continue
+        if warmup_before(events, events[-1]) is None:
+            earlier = events[:-1]
+            why = (
+                "calls model.generate only once"
+                if not earlier
+                else f"makes {len(earlier)} earlier generate call(s), but none generated a token on the same model "
+                f"and device ({_earlier_calls(earlier)})"
+            )
+            return Verdict.failed(
+                f"{call} {why}, so the timed call pays the first call's one-time costs: "
+                "run one brief generate (at least one new token) on the same model before the timed one and do not time it.",
+                expected="an untimed warm-up generate that produces tokens, then the timed generate",
+                found=f"{len(events)} generate call(s), no real warm-up",
+            )
+    return Verdict.passed(f"{params.function} runs an untimed warm-up generate before the timed one.")
+
+
+@dataclass(frozen=True)
+class TimedMeasurement:
+    """One hidden measure_generation call, its returned metrics and its timed generate's record."""
+
+    call: str
+    prompt: str
+    max_new_tokens: int
+    use_cache: bool
+    outcome: CallOutcome
+    value: dict[str, Any]
+    timed: dict[str, Any]
+    latency: float
+
+
+def timed_measurements(context: CheckContext, params: MeasureParams) -> list[TimedMeasurement]:
+    """The hidden calls whose latency_s is a positive number of seconds; stop when one's is not."""
+    measurements = []
+    for prompt, max_new_tokens, use_cache, outcome, value in measured_calls(context, params):
         latency = value["latency_s"]
         if not is_number(latency) or float(latency) <= 0:
-            return Verdict.failed(
-                f"latency_s should be a positive number of seconds, but it is {kind_of(latency)}.", found=kind_of(latency)
-            )
-        if params.expect == "latency":
-            verdict = judge_timed_call(params, float(latency), outcome, max_new_tokens)
-            if verdict is not None:
-                return verdict
-        elif params.expect == "new_tokens":
-            verdict = _judge_new_tokens(params, value, timed, max_new_tokens)
-            if verdict is not None:
-                return verdict
-        else:
-            wrong_inputs = judge_generate_inputs(
-                context.models.tokenizer(params.model), timed, [prompt], max_new_tokens, params.function
-            )
-            if wrong_inputs is not None:
-                return wrong_inputs
-            problems = []
-            if timed.get("use_cache") is not use_cache:
-                problems.append(f"use_cache={timed.get('use_cache')} instead of {use_cache}")
-            if str(timed.get("input_device")) != str(timed.get("model_device")):
-                problems.append(f"the inputs are on {timed.get('input_device')} but the model is on {timed.get('model_device')}")
-            if problems:
-                return Verdict.failed(
-                    f"In {call}, the timed generate ran with {'; '.join(problems)}: pass the arguments through to model.generate "
-                    "and move the inputs with .to(model.device).",
-                    expected=f"max_new_tokens={max_new_tokens}, use_cache={use_cache}, inputs on the model's device",
-                    found="; ".join(problems),
+            raise StopCheck(
+                Verdict.failed(
+                    f"latency_s should be a positive number of seconds, but it is {kind_of(latency)}.", found=kind_of(latency)
                 )
-    messages = {
-        "warmup": f"{params.function} runs an untimed warm-up generate before the timed one.",
-        "latency": f"{params.function} times only the generate call ({TIMING_GUIDANCE}).",
-        "new_tokens": f"{params.function} counts the tokens really generated, also when the model stops early, and derives its rates from them.",
-        "settings": f"{params.function} passes max_new_tokens and use_cache through, with the inputs on the model's device.",
-    }
-    return Verdict.passed(messages[params.expect])
+            )
+        call = _describe_call(prompt, max_new_tokens, use_cache)
+        timed = outcome.generate_events()[-1]
+        measurements.append(TimedMeasurement(call, prompt, max_new_tokens, use_cache, outcome, value, timed, float(latency)))
+    return measurements
 
 
 def _earlier_calls(events: list[dict[str, Any]]) -> str:
@@ -457,37 +391,6 @@ def _earlier_calls(events: list[dict[str, Any]]) -> str:
         else:
             described.append(f"one ran a model on {event.get('model_device')} other than the timed one")
     return "; ".join(described)
-
-
-def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: dict[str, Any], max_new_tokens: int) -> Verdict | None:
-    generated = int(timed.get("new_tokens", [max_new_tokens])[0])
-    reported, latency = value["new_tokens"], float(value["latency_s"])
-    if not is_number(reported) or int(reported) != reported or int(reported) != generated:
-        if reported == max_new_tokens and generated != max_new_tokens:
-            message = (
-                f"new_tokens assumes all {max_new_tokens} tokens were generated, but the model stopped after {generated} "
-                "(end-of-text): count the new tokens in the output (output length minus input length)."
-            )
-        else:
-            message = f"new_tokens is {reported!r}, but the timed generate produced {generated} new tokens."
-        return Verdict.failed(message, expected=str(generated), found=repr(reported))
-    rate, per_token = value["tokens_per_s"], value["ms_per_token"]
-    if not is_number(rate) or not math.isclose(float(rate), generated / latency, rel_tol=params.rate_tolerance):
-        return Verdict.failed(
-            f"tokens_per_s is {kind_of(rate)}, but {generated} new tokens in {number(latency, 's')} is {number(generated / latency)}.",
-            expected=number(generated / latency),
-            found=kind_of(rate),
-        )
-    expected_ms = 1000 * latency / max(generated, 1)
-    if not is_number(per_token) or not math.isclose(float(per_token), expected_ms, rel_tol=params.rate_tolerance):
-        seconds = is_number(per_token) and math.isclose(float(per_token), expected_ms / 1000, rel_tol=params.rate_tolerance)
-        return Verdict.failed(
-            f"ms_per_token is {kind_of(per_token)}, but {number(latency, 's')} over {generated} tokens is {number(expected_ms)} ms"
-            + (": it is in seconds; multiply by 1000." if seconds else "."),
-            expected=number(expected_ms),
-            found=kind_of(per_token),
-        )
-    return None
 
 
 # --------------------------------------------------------------------------------------
@@ -505,7 +408,6 @@ SWEEP_COLUMNS = ("prompt_tokens", "latency_s", "tokens_per_s", "ms_per_token")
 class SweepParams(Params):
     """A hidden prompt-length sweep: base text, target lengths and settings drawn at grading time."""
 
-    expect: Literal["rows", "settings", "plots"] = Field(description="What this check judges.")
     model: str = Field("gpt2", description="Hub ID of the model.")
     function: str = Field("sweep_prompt_lengths", description="The student's function.")
     measure_function: str = Field("measure_generation", description="The student's measuring function.")
@@ -591,90 +493,55 @@ def _timed_per_row(frame: Frame, outcome: CallOutcome) -> list[dict[str, Any] | 
     return timed
 
 
-def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[dict[str, Any]]:
-    """The last generate call of each distinct prompt of at least ``shortest`` tokens (short warm-up prompts aside)."""
-    last: dict[tuple[int, ...], dict[str, Any]] = {}
-    for event in outcome.generate_events():
-        if event.get("input_shape") and event["input_shape"][-1] >= shortest:
-            key = tuple(event.get("input_ids") or ())
-            last.pop(key, None)
-            last[key] = event
-    return list(last.values())
+@dataclass(frozen=True)
+class Sweep:
+    """The hidden sweep's inputs, its call and the frame it returned."""
+
+    lengths: list[int]
+    max_new_tokens: int
+    outcome: CallOutcome
+    frame: Frame
 
 
-def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool:
-    """Whether the student's measure_generation itself ignores use_cache (charged in its own check)."""
-    # The probe's prompt and length are drawn from the hidden seed: a function cannot recognise it.
-    rng = context.rng_for("use-cache-probe")
-    prompt, max_new_tokens = rng.choice(params.base_texts), rng.randint(*params.tokens)
-    key = f"measure-use-cache:{params.measure_function}:{params.model}:{prompt}:{max_new_tokens}"
-
-    def probe() -> bool:
-        outcome = context.call(
-            params.measure_function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
-            literal(prompt),
-            literal(max_new_tokens),
-            literal(params.use_cache),
-        )
-        events = outcome.generate_events()
-        return bool(events) and events[-1].get("use_cache") is not params.use_cache
-
-    return context.once(key, probe)
-
-
-@check_kind("prompt_sweep", SweepParams)
-def prompt_sweep(context: CheckContext, params: SweepParams) -> Verdict:
-    """sweep_prompt_lengths: one row per length, the same settings in every timed call, two labelled plots."""
+def sweep_result(context: CheckContext, params: SweepParams) -> Sweep:
+    """The hidden sweep and its returned frame, or stop with why there is none."""
     lengths, max_new_tokens, outcome = sweep_call(context, params)
-    frame = _sweep_frame(context, params, lengths, outcome)
+    return Sweep(lengths, max_new_tokens, outcome, _sweep_frame(context, params, lengths, outcome))
+
+
+@check_kind("sweep_rows", SweepParams)
+def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
+    """sweep_prompt_lengths returns one row per length, each row the prompt measured and positive metrics."""
+    sweep = sweep_result(context, params)
+    lengths, outcome, frame = sweep.lengths, sweep.outcome, sweep.frame
     prompt_tokens = frame.column("prompt_tokens")
     timed = _timed_per_row(frame, outcome)
     measured = sorted({e["input_shape"][-1] for e in outcome.generate_events() if e.get("input_shape")})
-
-    if params.expect == "rows":
-        for column in SWEEP_COLUMNS:
-            bad = [v for v in frame.column(column) if not is_number(v) or float(v) <= 0]
-            if bad:
-                return Verdict.failed(
-                    f"Column {column} of the sweep should hold positive numbers, but it holds {kind_of(bad[0])}.",
-                    found=kind_of(bad[0]),
-                )
-        if any(event is None for event in timed):
-            targets = [length for length, event in zip(lengths, timed, strict=True) if event is None]
-            reported = [tokens for tokens, event in zip(prompt_tokens, timed, strict=True) if event is None]
+    for column in SWEEP_COLUMNS:
+        bad = [v for v in frame.column(column) if not is_number(v) or float(v) <= 0]
+        if bad:
             return Verdict.failed(
-                f"prompt_tokens reads {reported}, but no generate call had a prompt of that many tokens "
-                f"(the prompts measured had {measured} tokens; targets {targets}): report the tokenized length "
-                "of the prompt that was measured.",
-                expected=f"prompt lengths among {measured}",
-                found=str(reported),
+                f"Column {column} of the sweep should hold positive numbers, but it holds {kind_of(bad[0])}.",
+                found=kind_of(bad[0]),
             )
-        return Verdict.passed(f"The sweep returns one row per length with {', '.join(SWEEP_COLUMNS)}.")
+    if any(event is None for event in timed):
+        targets = [length for length, event in zip(lengths, timed, strict=True) if event is None]
+        reported = [tokens for tokens, event in zip(prompt_tokens, timed, strict=True) if event is None]
+        return Verdict.failed(
+            f"prompt_tokens reads {reported}, but no generate call had a prompt of that many tokens "
+            f"(the prompts measured had {measured} tokens; targets {targets}): report the tokenized length "
+            "of the prompt that was measured.",
+            expected=f"prompt lengths among {measured}",
+            found=str(reported),
+        )
+    return Verdict.passed(f"The sweep returns one row per length with {', '.join(SWEEP_COLUMNS)}.")
 
-    if params.expect == "settings":
-        problems = []
-        drops_cache = None
-        for event in _timed_per_prompt(outcome, min(lengths)):
-            tokens = event["input_shape"][-1]
-            if event.get("max_new_tokens") != max_new_tokens:
-                problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event.get('max_new_tokens')}")
-            if event.get("use_cache") is not params.use_cache:
-                drops_cache = _measure_drops_use_cache(context, params) if drops_cache is None else drops_cache
-                if not drops_cache:
-                    problems.append(f"the {tokens}-token prompt ran with use_cache={event.get('use_cache')}")
-        if problems:
-            return Verdict.failed(
-                f"Called with max_new_tokens={max_new_tokens} and use_cache={params.use_cache}, {'; '.join(problems)}: "
-                "pass both to every measurement so the rows are comparable.",
-                expected=f"max_new_tokens={max_new_tokens}, use_cache={params.use_cache} in every timed generate",
-                found="; ".join(problems),
-            )
-        note = " (measure_generation itself drops use_cache, which is charged in its own check)" if drops_cache else ""
-        return Verdict.passed(f"Every timed generate of the sweep used the same max_new_tokens and use_cache{note}.")
 
-    return _judge_plots(params, frame, lengths, outcome)
+@check_kind("sweep_plots", SweepParams)
+def sweep_plots(context: CheckContext, params: SweepParams) -> Verdict:
+    """sweep_prompt_lengths draws latency and tokens/s against prompt length, with labelled axes."""
+    sweep = sweep_result(context, params)
+    return _judge_plots(params, sweep.frame, sweep.lengths, sweep.outcome)
 
 
 def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
@@ -739,7 +606,6 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
 class PrecisionSweepParams(Params):
     """A hidden precision sweep."""
 
-    expect: Literal["keys", "settings", "fp16_cuda"] = Field(description="What this check judges.")
     model: str = Field("gpt2", description="The one candidate passed.")
     function: str = Field("sweep_precisions", description="The student's function.")
     precisions: list[str] = Field(["float32", "float16"], min_length=1, description="Precisions passed.")
@@ -775,76 +641,81 @@ def _segments(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return segments
 
 
-@check_kind("precision_sweep", PrecisionSweepParams)
-def precision_sweep(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
-    """sweep_precisions: keyed by dtype label, the same prompt and max_new_tokens for each, float16 on CUDA."""
+@dataclass(frozen=True)
+class PrecisionSweep:
+    """The hidden precision sweep's call, what it returned, and each precision as the student's resolve_precision resolves it."""
+
+    call: str
+    max_new_tokens: int
+    outcome: CallOutcome
+    value: dict[str, Any]
+    resolved: dict[str, tuple[str, str]]
+
+
+def precision_sweep_result(context: CheckContext, params: PrecisionSweepParams) -> PrecisionSweep:
+    """The hidden precision sweep and its returned dict, or stop with why there is none."""
     prompt, max_new_tokens, outcome = precision_sweep_call(context, params)
     call = f"{params.function}([{params.model!r}], {params.precisions!r}, {prompt!r}, {max_new_tokens})"
     misuse = cuda_misuse(outcome, params.function, context.on_cuda)
     if misuse is not None:
-        return misuse
+        raise StopCheck(misuse)
     value = context.returned(outcome, call)
     if not isinstance(value, dict):
-        return Verdict.failed(f"{call} should return a dict keyed by dtype label, but it returned {kind_of(value)}.")
+        raise StopCheck(Verdict.failed(f"{call} should return a dict keyed by dtype label, but it returned {kind_of(value)}."))
     device = "cuda" if context.on_cuda else "cpu"
     resolved = {precision: student_resolution(context, precision, device) for precision in params.precisions}
+    return PrecisionSweep(call, max_new_tokens, outcome, value, resolved)
 
-    if params.expect == "keys":
-        labels = {label for _, label in resolved.values()}
-        if set(value) != labels:
-            requested = set(value) == set(params.precisions)
-            return Verdict.failed(
-                f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"
-                + (
-                    ": key each result by the label resolve_precision gives, not by the precision requested."
-                    if requested
-                    else "."
-                ),
-                expected=str(sorted(labels)),
-                found=str(sorted(map(str, value))),
-            )
-        bad = [key for key, metrics in value.items() if not isinstance(metrics, dict) or not set(METRICS) <= set(metrics)]
-        if bad:
-            return Verdict.failed(
-                f"The result under {bad[0]!r} is {kind_of(value[bad[0]])}, not measure_generation's metrics ({', '.join(METRICS)}).",
-                expected="the dict measure_generation returns",
-                found=kind_of(value[bad[0]]),
-            )
-        return Verdict.passed(f"The precision sweep is keyed by the dtype labels {sorted(labels)}.")
 
-    segments = _segments(outcome.generate_events())
+def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> list[dict[str, Any]]:
+    """The timed generate of each precision's run, or stop when the sweep never generated."""
+    segments = _segments(sweep.outcome.generate_events())
     if not segments:
-        return Verdict.failed(f"{call} never called model.generate.", found="no generate call")
+        raise StopCheck(Verdict.failed(f"{sweep.call} never called model.generate.", found="no generate call"))
     timed = [segment[-1] for segment in segments]
     # A warm-up on a model of its own (charged in measure_generation's warm-up check) makes a segment
     # of its own: when the segments run with the asked max_new_tokens cover every precision, they are
     # the timed ones.
-    asked = [event for event in timed if event.get("max_new_tokens") == max_new_tokens]
-    if len(asked) >= len(params.precisions):
-        timed = asked
-    if params.expect == "fp16_cuda":
-        wanted = [p for p in params.precisions if resolved[p][0] == "torch.float16"]
-        dtypes = [event.get("model_dtype") for event in timed]
-        if wanted and "torch.float16" not in dtypes:
-            return Verdict.failed(
-                f"On CUDA, no timed generate of the precision sweep ran a float16 model (dtypes {dtypes}): "
-                "load the model in float16 (or move it with model.to(torch.float16)) for the float16 run.",
-                expected="a float16 model for the float16 run",
-                found=str(dtypes),
-            )
-        return Verdict.passed("On CUDA, the float16 run really uses a float16 model.")
-    problems = []
-    prompts = {tuple(event.get("input_ids") or ()) for event in timed}
-    if len(prompts) > 1:
-        problems.append(f"the timed calls used {len(prompts)} different prompts")
-    tokens = sorted({str(event.get("max_new_tokens")) for event in timed})
-    if tokens != [str(max_new_tokens)]:
-        problems.append(f"max_new_tokens was {', '.join(tokens)}")
-    if problems:
+    asked = [event for event in timed if event.get("max_new_tokens") == sweep.max_new_tokens]
+    return asked if len(asked) >= len(params.precisions) else timed
+
+
+@check_kind("precision_sweep_keys", PrecisionSweepParams)
+def precision_sweep_keys(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
+    """sweep_precisions keys its results by the dtype labels resolve_precision gives, each holding the metrics of measure_generation."""
+    sweep = precision_sweep_result(context, params)
+    call, value, resolved = sweep.call, sweep.value, sweep.resolved
+    labels = {label for _, label in resolved.values()}
+    if set(value) != labels:
+        requested = set(value) == set(params.precisions)
         return Verdict.failed(
-            f"Called with max_new_tokens={max_new_tokens}, {'; '.join(problems)}: measure every precision with the same "
-            "prompt and max_new_tokens, or the comparison is not fair.",
-            expected=f"one prompt, max_new_tokens={max_new_tokens} in every timed generate",
-            found="; ".join(problems),
+            f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"
+            + (": key each result by the label resolve_precision gives, not by the precision requested." if requested else "."),
+            expected=str(sorted(labels)),
+            found=str(sorted(map(str, value))),
         )
-    return Verdict.passed("Every precision is measured with the same prompt and max_new_tokens.")
+    bad = [key for key, metrics in value.items() if not isinstance(metrics, dict) or not set(METRICS) <= set(metrics)]
+    if bad:
+        return Verdict.failed(
+            f"The result under {bad[0]!r} is {kind_of(value[bad[0]])}, not measure_generation's metrics ({', '.join(METRICS)}).",
+            expected="the dict measure_generation returns",
+            found=kind_of(value[bad[0]]),
+        )
+    return Verdict.passed(f"The precision sweep is keyed by the dtype labels {sorted(labels)}.")
+
+
+@check_kind("precision_sweep_fp16_cuda", PrecisionSweepParams)
+def precision_sweep_fp16_cuda(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
+    """On CUDA, the float16 run of sweep_precisions really uses a float16 model."""
+    sweep = precision_sweep_result(context, params)
+    timed = timed_per_precision(sweep, params)
+    wanted = [p for p in params.precisions if sweep.resolved[p][0] == "torch.float16"]
+    dtypes = [event.get("model_dtype") for event in timed]
+    if wanted and "torch.float16" not in dtypes:
+        return Verdict.failed(
+            f"On CUDA, no timed generate of the precision sweep ran a float16 model (dtypes {dtypes}): "
+            "load the model in float16 (or move it with model.to(torch.float16)) for the float16 run.",
+            expected="a float16 model for the float16 run",
+            found=str(dtypes),
+        )
+    return Verdict.passed("On CUDA, the float16 run really uses a float16 model.")
