@@ -19,7 +19,7 @@ from tests.conftest import grade_bundles, outcome
 
 
 def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) -> None:
-    params = LossParams(field="loss")
+    params = LossParams()
     models = ReferenceModels(zoo)
     with quiet_libraries():
         model = models.model({"hub_id": "gpt2", "quantization": "none", "dtype": "float32", "device": "auto"})
@@ -43,7 +43,7 @@ def test_the_reference_matches_loss_variants(zoo: ModelZoo, root: Path) -> None:
     with quiet_libraries():
         model = models.model({"hub_id": "gpt2", "quantization": "none", "dtype": "float32", "device": "auto"})
         tokenizer = models.tokenizer("gpt2")
-        texts, batch_size = hidden_corpus(random.Random(7), LossParams(field="loss"))
+        texts, batch_size = hidden_corpus(random.Random(7), LossParams())
         expected = reference.evaluate_loss(model, tokenizer, texts, batch_size)
         variants = loss_variants(model, tokenizer, texts, batch_size)
     assert math.isclose(expected["loss"], variants["loss"], rel_tol=1e-9)

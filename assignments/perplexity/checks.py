@@ -10,14 +10,13 @@ batching are judged from the instrumented forward passes of the student's own ca
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind, number
+from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind
 from grader.checks.loss import (
-    TOKEN_MISTAKES,
     CorpusParams,
     draw_corpus,
     judge_loss,
@@ -72,61 +71,39 @@ def _returned_dict(context: CheckContext, params: CorpusParams, outcome: CallOut
 
 
 class LossParams(CorpusParams):
-    """Which returned field is judged, and how closely."""
+    """How closely a returned field is judged."""
 
-    field: Literal["loss", "perplexity", "tokens"] = Field(description="The field of the returned dict that is judged.")
     rel_tolerance: float = Field(1e-4, gt=0, lt=0.01, description="Relative tolerance (the same batches give the same sums).")
 
 
-@check_kind("perplexity_value", LossParams)
-def perplexity_value(context: CheckContext, params: LossParams) -> Verdict:
-    """loss (token-weighted, padding masked), perplexity (= exp(loss)) or tokens, against the reference."""
+@dataclass(frozen=True)
+class ReturnedField:
+    """A field of the dict evaluate_loss returned on a corpus, with the reference's values on it."""
+
+    value: dict[str, Any]
+    found: float
+    variants: dict[str, float]
+    where: str
+    data: dict[str, Any]
+
+
+def returned_field(context: CheckContext, params: LossParams, field: str, needed: tuple[str, ...]) -> ReturnedField:
+    """``field`` of evaluate_loss's dict as a number, or stop with why not."""
     texts, batch_size, outcome = evaluation_call(context, params)
-    value = _returned_dict(context, params, outcome, ("loss", "perplexity") if params.field == "perplexity" else (params.field,))
+    value = _returned_dict(context, params, outcome, needed)
     variants = reference_variants(context, params.model, texts, batch_size)
-    where = f"on {len(texts)} texts in batches of {batch_size}"
-    found = value[params.field]
+    found = value[field]
     if not is_number(found):
-        return Verdict.failed(f"'{params.field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found))
-    found = float(found)
-    data = {"texts": len(texts), "batch_size": batch_size, "found": found, **{k: round(v, 6) for k, v in variants.items()}}
-    if params.field == "loss":
-        return judge_loss(found, variants, where, params.rel_tolerance, data)
-    if params.field == "perplexity":
-        loss = value["loss"]
-        if not is_number(loss):
-            return Verdict.failed(f"'loss' should be a number, but it is {kind_of(loss)}.", found=kind_of(loss))
-        if math.isclose(found, math.exp(float(loss)), rel_tol=params.rel_tolerance):
-            return Verdict.passed(f"The perplexity {where} is exp of the loss you report ({number(found)}).", data=data)
-        mistake = variants["perplexity: mean of per-batch perplexities"]
-        why = (
-            "it is the mean of the per-batch perplexities"
-            if math.isclose(found, mistake, rel_tol=params.rel_tolerance)
-            else f"exp of your loss is {number(math.exp(float(loss)))}"
-        )
-        return Verdict.failed(
-            f"The perplexity {where} is {number(found)}, but {why}: perplexity is exp of the global token-weighted loss.",
-            expected=number(math.exp(float(loss))),
-            found=number(found),
-            data=data,
-        )
-    expected_tokens = int(variants["tokens"])
-    if found == expected_tokens:
-        return Verdict.passed(f"'tokens' {where} counts the {expected_tokens} predicted tokens.", data=data)
-    for name, explanation in TOKEN_MISTAKES.items():
-        if found == variants[name]:
-            return Verdict.failed(
-                f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted: your function {explanation}.",
-                expected=str(expected_tokens),
-                found=f"{found:g}",
-                data=data,
-            )
-    return Verdict.failed(
-        f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted (every token after the first of each text, padding excluded).",
-        expected=str(expected_tokens),
-        found=f"{found:g}",
-        data=data,
-    )
+        raise StopCheck(Verdict.failed(f"'{field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found)))
+    data = {"texts": len(texts), "batch_size": batch_size, "found": float(found), **{k: round(v, 6) for k, v in variants.items()}}
+    return ReturnedField(value, float(found), variants, f"on {len(texts)} texts in batches of {batch_size}", data)
+
+
+@check_kind("perplexity_loss", LossParams)
+def perplexity_loss(context: CheckContext, params: LossParams) -> Verdict:
+    """evaluate_loss's loss is the token-weighted mean cross-entropy (padding masked), against the reference."""
+    returned = returned_field(context, params, "loss", ("loss",))
+    return judge_loss(returned.found, returned.variants, returned.where, params.rel_tolerance, returned.data)
 
 
 def _forward_passes(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, list[dict[str, Any]]]:

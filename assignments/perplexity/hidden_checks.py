@@ -10,16 +10,17 @@ import functools
 import math
 
 from grader.checks.base import CheckContext, Verdict, check_kind, number
-from grader.checks.timing import (
-    judge_generate_inputs,
-    judge_timed_call,
-    retry_while_too_long,
+from grader.checks.loss import (
+    TOKEN_MISTAKES,
 )
+from grader.checks.timing import judge_generate_inputs, judge_timed_call, retry_while_too_long
 from grader.values import is_number, kind_of
 
 from .checks import (
+    LossParams,
     TimingParams,
     _timing_call,
+    returned_field,
 )
 
 
@@ -59,4 +60,52 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
             return Verdict.failed(message, expected=number(generated / float(latency)), found=number(float(rate)))
     return Verdict.passed(
         f"{params.function} reports the generate call's latency and counts the tokens it really generated, also when it stops early."
+    )
+
+
+@check_kind("perplexity_exp", LossParams)
+def perplexity_exp(context: CheckContext, params: LossParams) -> Verdict:
+    """evaluate_loss's perplexity is exp of the loss it reports (not a mean of per-batch perplexities)."""
+    returned = returned_field(context, params, "perplexity", ("loss", "perplexity"))
+    value, found, variants, where, data = returned.value, returned.found, returned.variants, returned.where, returned.data
+    loss = value["loss"]
+    if not is_number(loss):
+        return Verdict.failed(f"'loss' should be a number, but it is {kind_of(loss)}.", found=kind_of(loss))
+    if math.isclose(found, math.exp(float(loss)), rel_tol=params.rel_tolerance):
+        return Verdict.passed(f"The perplexity {where} is exp of the loss you report ({number(found)}).", data=data)
+    mistake = variants["perplexity: mean of per-batch perplexities"]
+    why = (
+        "it is the mean of the per-batch perplexities"
+        if math.isclose(found, mistake, rel_tol=params.rel_tolerance)
+        else f"exp of your loss is {number(math.exp(float(loss)))}"
+    )
+    return Verdict.failed(
+        f"The perplexity {where} is {number(found)}, but {why}: perplexity is exp of the global token-weighted loss.",
+        expected=number(math.exp(float(loss))),
+        found=number(found),
+        data=data,
+    )
+
+
+@check_kind("perplexity_tokens", LossParams)
+def perplexity_tokens(context: CheckContext, params: LossParams) -> Verdict:
+    """evaluate_loss's tokens counts the predicted tokens: every token after the first of each text, padding excluded."""
+    returned = returned_field(context, params, "tokens", ("tokens",))
+    found, variants, where, data = returned.found, returned.variants, returned.where, returned.data
+    expected_tokens = int(variants["tokens"])
+    if found == expected_tokens:
+        return Verdict.passed(f"'tokens' {where} counts the {expected_tokens} predicted tokens.", data=data)
+    for name, explanation in TOKEN_MISTAKES.items():
+        if found == variants[name]:
+            return Verdict.failed(
+                f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted: your function {explanation}.",
+                expected=str(expected_tokens),
+                found=f"{found:g}",
+                data=data,
+            )
+    return Verdict.failed(
+        f"'tokens' {where} is {found:g}, but {expected_tokens} tokens were predicted (every token after the first of each text, padding excluded).",
+        expected=str(expected_tokens),
+        found=f"{found:g}",
+        data=data,
     )

@@ -8,7 +8,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -31,13 +31,12 @@ GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total
 class LoaderParams(Params):
     """How the student's loader is called and what is judged."""
 
-    expect: Literal["same_id", "eval_device", "cpu_float32"] = Field(description="What this check judges.")
     model_id: str = Field("gpt2", description="The model id passed.")
     precision: str | None = Field("float32", description="The precision passed (null: the loader takes only the id).")
     function: str = Field("load_model_and_tokenizer", description="The student's function.")
     more_ids: list[str] = Field(
         default_factory=list,
-        description="Further model ids the loader is called with (same_id): a name hard-coded in the loader matches at most one.",
+        description="Further model ids the loader is called with (loader_same_id): a name hard-coded in the loader matches at most one.",
     )
 
     @property
@@ -73,45 +72,55 @@ def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Mod
     return value[0], value[1]
 
 
-@check_kind("perplexity_loader", LoaderParams)
-def perplexity_loader(context: CheckContext, params: LoaderParams) -> Verdict:
-    """The loader: same id for model and tokenizer, eval mode on the right device, float32 on CPU."""
-    if params.expect == "same_id":
-        for model_id in [params.model_id, *params.more_ids]:
-            asked = params.model_copy(update={"model_id": model_id})
-            loaded_tokenizer, loaded_model = _loaded(context, asked)
-            # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
-            wrong = {}
-            if loaded_tokenizer.name_or_path != model_id:
-                wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
-            other = other_model(context, loaded_model, model_id)
-            if other:
-                wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
-            if wrong:
-                found = ", ".join(f"{part} from {name}" for part, name in wrong.items())
-                return Verdict.failed(
-                    f"{asked.call_text} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
-                    "or the tokenizer's ids will not match the model's vocabulary.",
-                    expected=f"tokenizer and model from {model_id!r}",
-                    found=found,
-                )
-        return Verdict.passed(f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given.")
-    loaded_tokenizer, loaded_model = _loaded(context, params)
-    call = params.call_text
-    if params.expect == "eval_device":
-        device = "cuda" if context.on_cuda else "cpu"
-        problems = []
-        if loaded_model.training:
-            problems.append("the model is in training mode: call model.eval()")
-        if not loaded_model.device.startswith(device):
-            problems.append(f"the model is on {loaded_model.device}, not {device}")
-        if problems:
+@check_kind("loader_same_id", LoaderParams)
+def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
+    """The loader loads the tokenizer and the model from the id it is given, whichever id that is."""
+    for model_id in [params.model_id, *params.more_ids]:
+        asked = params.model_copy(update={"model_id": model_id})
+        loaded_tokenizer, loaded_model = _loaded(context, asked)
+        # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+        wrong = {}
+        if loaded_tokenizer.name_or_path != model_id:
+            wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
+        other = other_model(context, loaded_model, model_id)
+        if other:
+            wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
+        if wrong:
+            found = ", ".join(f"{part} from {name}" for part, name in wrong.items())
             return Verdict.failed(
-                f"{call}: {'; '.join(problems)}.",
-                expected=f"a model in eval mode on {device}",
-                found="; ".join(problems),
+                f"{asked.call_text} loads the {' and the '.join(wrong)} from another id ({found}): load both from model_id, "
+                "or the tokenizer's ids will not match the model's vocabulary.",
+                expected=f"tokenizer and model from {model_id!r}",
+                found=found,
             )
-        return Verdict.passed(f"{call} returns the model in eval mode on {device}.")
+    return Verdict.passed(f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given.")
+
+
+@check_kind("loader_eval_device", LoaderParams)
+def loader_eval_device(context: CheckContext, params: LoaderParams) -> Verdict:
+    """The loader returns the model in eval mode on the detected device."""
+    _, loaded_model = _loaded(context, params)
+    call = params.call_text
+    device = "cuda" if context.on_cuda else "cpu"
+    problems = []
+    if loaded_model.training:
+        problems.append("the model is in training mode: call model.eval()")
+    if not loaded_model.device.startswith(device):
+        problems.append(f"the model is on {loaded_model.device}, not {device}")
+    if problems:
+        return Verdict.failed(
+            f"{call}: {'; '.join(problems)}.",
+            expected=f"a model in eval mode on {device}",
+            found="; ".join(problems),
+        )
+    return Verdict.passed(f"{call} returns the model in eval mode on {device}.")
+
+
+@check_kind("loader_cpu_float32", LoaderParams)
+def loader_cpu_float32(context: CheckContext, params: LoaderParams) -> Verdict:
+    """On the CPU, the loader loads the model in float32 whatever precision was asked for."""
+    _, loaded_model = _loaded(context, params)
+    call = params.call_text
     if loaded_model.dtype != "torch.float32":
         return Verdict.failed(
             f"On the CPU, {call} loads the model in {loaded_model.dtype.replace('torch.', '')}: the CPU must use float32 whatever precision was asked for.",
