@@ -173,7 +173,7 @@ PROMPTS = ["a b c", "d e", "f g h i j"]
 
 
 def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure_function() -> None:
-    from course_assignments.quantization.checks import ablation_asked
+    from course_assignments.quantization.hidden_checks import ablation_asked
 
     calls = [measure_call(list(reversed(PROMPTS)), 7, cache, side) for cache in (True, False) for side in ("left", "right")]
     assert ablation_asked(calls, PROMPTS, 7, "measure_generation") == []
@@ -193,14 +193,14 @@ def test_an_ablation_that_asked_for_every_setting_is_not_charged_for_its_measure
     ],
 )
 def test_an_ablation_that_never_asked_for_a_setting_is_charged(settings: list[tuple[bool, str]], words: str) -> None:
-    from course_assignments.quantization.checks import ablation_asked
+    from course_assignments.quantization.hidden_checks import ablation_asked
 
     calls = [measure_call(PROMPTS, 7, cache, side) for cache, side in settings]
     assert any(words in problem for problem in ablation_asked(calls, PROMPTS, 7, "measure_generation"))
 
 
 def test_an_ablation_that_gave_other_prompts_or_tokens_is_charged() -> None:
-    from course_assignments.quantization.checks import ablation_asked
+    from course_assignments.quantization.hidden_checks import ablation_asked
 
     settings = [(cache, side) for cache in (True, False) for side in ("left", "right")]
     for prompts, tokens in ((PROMPTS[:1], 7), (PROMPTS, 32), (["x", "y", "z"], 7)):
@@ -217,36 +217,34 @@ def batch_frame(rows: list[tuple[int, float, float, float]]) -> Any:
 
 
 def test_batches_are_judged_by_what_measure_batched_gave_its_measure_function() -> None:
-    from course_assignments.quantization.checks import BatchParams, batches_asked
+    from course_assignments.quantization.checks import BatchParams, batches_asked_throughput
+    from course_assignments.quantization.hidden_checks import batches_asked_sizes
 
-    sizes = ["throughput", "sizes"]
-    params = {expect: BatchParams(expect=expect, prompts=PROMPTS) for expect in sizes}
+    params = BatchParams(prompts=PROMPTS)
     calls = [
         measure_call([PROMPTS[0]], 7, latency=0.2, tokens=7),
         measure_call([PROMPTS[1], PROMPTS[2], PROMPTS[1]], 7, latency=0.3, tokens=7),
     ]
     right = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.3, 0.1)])
-    for expect in sizes:
-        assert batches_asked(params[expect], PROMPTS, 7, [1, 3], right, calls).outcome == "passed"
+    assert batches_asked_throughput(params, PROMPTS, 7, [1, 3], right, calls).outcome == "passed"
+    assert batches_asked_sizes(params, PROMPTS, 7, [1, 3], calls).outcome == "passed"
     # tokens counted as batch_size x max_new_tokens is the batch's count had it been generated
-    assert (
-        batches_asked(params["throughput"], PROMPTS, 7, [1, 3], batch_frame([(3, 0.3, 21 / 0.3, 0.1)]), calls).outcome == "passed"
-    )
+    assert batches_asked_throughput(params, PROMPTS, 7, [1, 3], batch_frame([(3, 0.3, 21 / 0.3, 0.1)]), calls).outcome == "passed"
     invented = batch_frame([(1, 1.0, 7.0, 1.0), (3, 1.0, 7.0, 1 / 3)])
-    verdict = batches_asked(params["throughput"], PROMPTS, 7, [1, 3], invented, calls)
+    verdict = batches_asked_throughput(params, PROMPTS, 7, [1, 3], invented, calls)
     assert verdict.outcome == "failed" and "report the latency it measured" in verdict.message
     first_only = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.9, 0.1)])
-    verdict = batches_asked(params["throughput"], PROMPTS, 7, [1, 3], first_only, calls)
+    verdict = batches_asked_throughput(params, PROMPTS, 7, [1, 3], first_only, calls)
     assert verdict.outcome == "failed" and "tokens_per_s x latency_s" in verdict.message
     per_batch = batch_frame([(1, 0.2, 35.0, 0.2), (3, 0.3, 7 / 0.3, 0.3)])
-    assert "latency_per_sample_s" in batches_asked(params["throughput"], PROMPTS, 7, [1, 3], per_batch, calls).message
+    assert "latency_per_sample_s" in batches_asked_throughput(params, PROMPTS, 7, [1, 3], per_batch, calls).message
     # every prompt whatever the size; prompts of its own; another max_new_tokens
     for wrong in (
         [measure_call(PROMPTS, 7), measure_call(PROMPTS, 7)],
         [measure_call(["hello"], 7), measure_call(["hello"] * 3, 7)],
         [measure_call([PROMPTS[0]], 32), measure_call(PROMPTS, 32)],
     ):
-        verdict = batches_asked(params["sizes"], PROMPTS, 7, [1, 3], right, wrong)
+        verdict = batches_asked_sizes(params, PROMPTS, 7, [1, 3], wrong)
         assert verdict.outcome == "failed" and "pass each batch of batch_size prompts" in verdict.message
 
 
@@ -315,14 +313,14 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
 
 
 def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> None:
-    from course_assignments.quantization.checks import BatchParams, EdgeParams, batches_asked, edges_asked
+    from course_assignments.quantization.checks import BatchParams, EdgeParams, batches_asked_throughput, edges_asked
 
-    params = BatchParams(expect="throughput", prompts=PROMPTS)
+    params = BatchParams(prompts=PROMPTS)
     calls = [measure_call([PROMPTS[0]], 7, latency=latency, tokens=7) for latency in (0.2, 0.3)]
     for latency in (0.2, 0.25, 0.3):
         row = batch_frame([(1, latency, 7 / latency, latency)])
-        assert batches_asked(params, PROMPTS, 7, [1], row, calls).outcome == "passed", latency
-    assert batches_asked(params, PROMPTS, 7, [1], batch_frame([(1, 0.5, 14.0, 0.5)]), calls).outcome == "failed"
+        assert batches_asked_throughput(params, PROMPTS, 7, [1], row, calls).outcome == "passed", latency
+    assert batches_asked_throughput(params, PROMPTS, 7, [1], batch_frame([(1, 0.5, 14.0, 0.5)]), calls).outcome == "failed"
     edge = EdgeParams()
     calls = [measure_call([prompt], 9, latency=latency, tokens=9) for prompt in EDGES.values() for latency in (0.1, 0.2)]
     mean = {kind: {"latency_s": 0.15, "tokens_per_s": 9 / 0.15, "ms_per_token": 1.0} for kind in EDGES}

@@ -122,3 +122,11 @@ def test_anchors_under_x_keys_are_shared_and_merged(tmp_path: Path) -> None:
 def test_keys_outside_x_prefix_stay_strict(tmp_path: Path) -> None:
     found = problems(write(tmp_path, GOOD.replace("checks:", "shared: 1\nchecks:")))
     assert any("shared: unknown key" in problem for problem in found)
+
+
+def test_kind_names_the_check_code_looks_up_are_the_rubric_s() -> None:
+    """A kind named in check code (to reuse another check's call) that no longer exists would silently find nothing."""
+    from course_assignments.quantization.checks import MEASURE_KINDS
+
+    quantization = Course(ROOT).assignment("quantization")
+    assert set(MEASURE_KINDS) <= {check.kind for check in quantization.rubric.checks}

@@ -6,6 +6,7 @@ build grades the solution; `ptq-bnb`'s kit is covered there, by its memory-footp
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -30,6 +31,18 @@ def test_every_assignment_has_a_kit_that_passes_its_solution(
     kit = Path(completed.stdout.strip())
     assert not list(kit.glob("assignments/*/reference.py")) and not list(kit.glob("assignments/*/hidden_checks.py"))
     assert not list(kit.rglob("solution.ipynb"))
+    # Nothing only the hidden check kinds hold (their names, their helpers', their default inputs and messages) is in
+    # any file of the kit.
+    hidden = ast.parse((root / "assignments" / assignment / "hidden_checks.py").read_text())
+    public = "\n".join(
+        path.read_text() for path in [root / "assignments" / assignment / "checks.py", *(root / "grader").rglob("*.py")]
+    )
+    secrets = {node.name for node in ast.walk(hidden) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    secrets |= {node.value for node in ast.walk(hidden) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    secrets = {secret for secret in secrets if len(secret) >= 4 and secret not in public}
+    assert {"precision_invalid", "fp64", "float8"} <= secrets or assignment != "latency"
+    shipped = "\n".join(path.read_text(errors="replace") for path in kit.rglob("*") if path.is_file() and path.suffix != ".zip")
+    assert not {secret for secret in secrets if secret in shipped}
     for sample, status in (("solution", 0), (mistake, 1)):
         results = tmp_path / f"{sample}.json"
         notebook = root / "submissions" / assignment / f"{sample}.ipynb"

@@ -336,7 +336,7 @@ def name_agrees(name: str, kind: str | None) -> bool:
 class ConfigurationParams(Params):
     """Which configuration must be present, and how to load and try it."""
 
-    expect: Expectation = Field(description="The configuration this check looks for.")
+    configuration: Expectation = Field(description="The configuration this check looks for: the baseline, int8, nf4 or fp4.")
     variable: str = Field("configurations", description="The notebook variable holding the configurations.")
     model: str = Field("gpt2", description="Hub ID the configurations are loaded with.")
     prompt: str = Field("The capital of France is", description="Prompt used to show that a loaded model generates.")
@@ -472,8 +472,8 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
     """A configuration of the expected kind is defined, really loads as that kind (by its layers), is named for it, and generates."""
     configurations = loaded_configurations(context, params)
     baseline = "fp16" if context.on_cuda else "fp32"
-    wanted = baseline if params.expect == "baseline" else params.expect
-    label = LABELS[params.expect]
+    wanted = baseline if params.configuration == "baseline" else params.configuration
+    label = LABELS[params.configuration]
     matches = [c for c in configurations if c.loaded_as() == wanted]
     # A configuration counts for the kind it loads only if its name does not say another kind
     # (an "NF4" entry that loads FP4 and an "FP4" one that loads NF4 are both wrong).
@@ -499,13 +499,13 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
         declared = LABELS.get(declared_kind(configuration.name) or "", "another kind")
         return Verdict.failed(
             f"The configuration that loads as {LOADED_AS[wanted]} is named '{configuration.name}', which says {declared}: "
-            f"name each configuration for what it loads ({CONFIG_FIXES.get(params.expect, 'the baseline loads unquantized')}).",
+            f"name each configuration for what it loads ({CONFIG_FIXES.get(params.configuration, 'the baseline loads unquantized')}).",
             expected=f"a {label} configuration named {label}",
             found=f"'{configuration.name}' loading as {LOADED_AS[wanted]}",
         )
-    named = [c for c in configurations if declared_kind(c.name) == params.expect]
+    named = [c for c in configurations if declared_kind(c.name) == params.configuration]
     named += [
-        c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.expect]) and c not in named
+        c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.configuration]) and c not in named
     ]
     found = ", ".join(c.describe() for c in configurations)
     for configuration in named:
@@ -516,10 +516,10 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
                 found=configuration.error,
             )
         loaded_as = configuration.loaded_as()
-        if params.expect == "baseline":
+        if params.configuration == "baseline":
             advice = "the baseline is FP16 on a GPU and FP32 on the CPU: load it with dtype=torch.float16 on CUDA, torch.float32 on CPU"
         else:
-            advice = CONFIG_FIXES[params.expect]
+            advice = CONFIG_FIXES[params.configuration]
         note = flag_note(configuration.model) if configuration.model is not None else ""
         return Verdict.failed(
             f"The configuration '{configuration.name}' loads as {LOADED_AS.get(loaded_as or '', loaded_as)}"
@@ -570,7 +570,7 @@ def _results_frame(context: CheckContext, params: ResultsTableParams) -> Frame:
 
 def _row_configurations(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[LoadedConfiguration | None]:
     """The configuration each row describes: matched by name, else by position when there is one row per configuration."""
-    configuration_params = ConfigurationParams(expect="baseline", variable=params.configurations, model=params.model)
+    configuration_params = ConfigurationParams(configuration="baseline", variable=params.configurations, model=params.model)
     try:
         configurations = loaded_configurations(context, configuration_params)
     except StopCheck:

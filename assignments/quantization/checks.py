@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -31,15 +31,12 @@ from grader.checks.timing import (
     LatencyTolerance,
     again_while,
     call_timed,
-    carries_prompt,
-    event_rows,
     judge_generate_inputs,
     judge_latency,
     judge_timed_call,
     max_matching,
     require_keys,
     retry_while_too_long,
-    row_text,
     tokens_limit,
     too_long,
 )
@@ -121,7 +118,6 @@ def _metrics_dict(value: Any, call: str, keys: tuple[str, ...]) -> dict[str, Any
 class MeasureParams(PromptsParams):
     """Hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
 
-    expect: Literal["latency", "tokens"] = Field(description="What this check judges.")
     function: str = Field("measure_generation", description="The student's function.")
     use_cache: bool = Field(False, description="use_cache passed (the default is True).")
 
@@ -158,16 +154,11 @@ def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], 
     return prompts, max_new_tokens, outcome, value
 
 
-@check_kind("batch_measure", MeasureParams)
-def batch_measure(context: CheckContext, params: MeasureParams) -> Verdict:
-    """measure_generation on a batch: latency of the timed generate only; new tokens of every sequence; rates."""
-    _, max_new_tokens, outcome, value = _measured(context, params)
+@check_kind("batch_measure_tokens", MeasureParams)
+def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
+    """measure_generation on a batch counts the new tokens of every sequence and derives its rates from them."""
+    _, _, outcome, value = _measured(context, params)
     latency = float(value["latency_s"])
-    if params.expect == "latency":
-        verdict = judge_timed_call(params, latency, outcome, max_new_tokens)
-        if verdict is not None:
-            return verdict
-        return Verdict.passed(f"{params.function} times only the generate call of the batch.")
     timed = outcome.generate_events()[-1]
     low, high = token_range(timed)
     reported = value["new_tokens"]
@@ -208,7 +199,6 @@ def batch_measure(context: CheckContext, params: MeasureParams) -> Verdict:
 class PtqParams(Params):
     """How the PTQ function is called and judged."""
 
-    expect: Literal["quantized", "generates"] = Field(description="What this check judges.")
     function: str = Field("run_static_ptq_optimum", description="The student's function.")
     model: str = Field("gpt2", description="Hub ID passed.")
     prompt: str = Field("The capital of France is", description="Prompt the quantized model must continue.")
@@ -300,19 +290,24 @@ def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
     )
 
 
-@check_kind("onnx_ptq", PtqParams)
-def onnx_ptq(context: CheckContext, params: PtqParams) -> Verdict:
-    """The PTQ model: its live ONNX graph is really quantized to integers; it generates text; the info names backend and precision."""
+@check_kind("ptq_quantized", PtqParams)
+def ptq_quantized(context: CheckContext, params: PtqParams) -> Verdict:
+    """The PTQ model's live ONNX graph is really quantized to integers."""
+    _ptq(context, params)
+    # Read in the kernel from the live session (never from a path the kernel names: the grader opens none).
+    outcome = context.require_harness().onnx_graph("quantization:ptq", item=0, timeout_s=context.timeout_s)
+    graph = outcome.raw.get("graph") if outcome.ok else None
+    if not isinstance(graph, dict):
+        return Verdict.error(
+            f"The grader could not read the quantized model's graph: {outcome.message or outcome.exception or 'no answer'}."
+        )
+    return judge_graph(graph, "the quantized model")
+
+
+@check_kind("ptq_generates", PtqParams)
+def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
+    """The PTQ model generates text by running its ONNX session, and its info names backend and precision."""
     _, info = _ptq(context, params)
-    if params.expect == "quantized":
-        # Read in the kernel from the live session (never from a path the kernel names: the grader opens none).
-        outcome = context.require_harness().onnx_graph("quantization:ptq", item=0, timeout_s=context.timeout_s)
-        graph = outcome.raw.get("graph") if outcome.ok else None
-        if not isinstance(graph, dict):
-            return Verdict.error(
-                f"The grader could not read the quantized model's graph: {outcome.message or outcome.exception or 'no answer'}."
-            )
-        return judge_graph(graph, "the quantized model")
     generated = context.require_harness().generate(
         "quantization:ptq", params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s, item=0
     )
@@ -366,7 +361,6 @@ def setting_key(use_cache: bool, side: str) -> str:
 class AblationParams(PromptsParams):
     """A hidden ablation call."""
 
-    expect: Literal["keys", "settings"] = Field(description="What this check judges.")
     function: str = Field("ablate_cache_and_padding", description="The student's function.")
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (what it generates is its own check's)."
@@ -437,13 +431,18 @@ def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str],
     return prompts, max_new_tokens, outcome, value
 
 
+# The kinds of measure_generation's own checks (batch_measure_latency is hidden_checks.py's): their hidden call is
+# the one the checks of functions built on measure_generation ask about.
+MEASURE_KINDS = ("batch_measure_latency", "batch_measure_tokens")
+
+
 def _measure_mistimes(context: CheckContext) -> bool:
     """Whether the student's measure_generation itself reports a latency its generate call disagrees with.
 
     Its rubric check's hidden call is reused (memoised), so an ablation built on it is not charged twice.
     """
     for check in context.rubric.checks:
-        if check.kind == "batch_measure" and check.params.get("expect") == "latency":
+        if check.kind == MEASURE_KINDS[0]:
             params = MeasureParams.model_validate(dict(check.params))
             try:
                 _, max_new_tokens, outcome, value = _measured(context, params)
@@ -459,7 +458,7 @@ def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_
     if not outcome.returned_events(measure_function):
         return False  # the call never used measure_generation: its own generate calls are its own
     for check in context.rubric.checks:
-        if check.kind == "batch_measure":
+        if check.kind in MEASURE_KINDS:
             try:
                 _measured(context, MeasureParams.model_validate(dict(check.params)))
             except StopCheck as stop:
@@ -518,109 +517,42 @@ def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
     return calls
 
 
-@check_kind("cache_padding_ablation", AblationParams)
-def cache_padding_ablation(context: CheckContext, params: AblationParams) -> Verdict:
-    """The ablation: four settings keyed as the starter says, each measured as its own generate call shows."""
-    prompts, max_new_tokens, outcome, value = _ablation(context, params)
+@check_kind("ablation_keys", AblationParams)
+def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
+    """The ablation reports the four settings keyed as the starter says, each with the metrics of its own generate call."""
+    _, max_new_tokens, outcome, value = _ablation(context, params)
     wanted = [setting_key(use_cache, side) for use_cache, side in SETTINGS]
-    if params.expect == "keys":
-        if sorted(map(str, value)) != sorted(wanted):
-            return Verdict.failed(
-                f"The ablation returned the keys {sorted(map(str, value))}: key the four settings exactly as "
-                f"{', '.join(repr(k) for k in wanted)}.",
-                expected=", ".join(wanted),
-                found=", ".join(sorted(map(str, value))),
-            )
-        forgiven = False
-        for use_cache, side in SETTINGS:
-            name = setting_key(use_cache, side)
-            metrics = _metrics_dict(value[name], f"the ablation's {name!r}", SETTING_METRICS)
-            events = _setting_events(outcome, use_cache, side, max_new_tokens)
-            if not events:
-                continue  # the setting never reached generate: charged by the settings check
-            # Any call of this setting will do: a setting that is not really applied is charged by the settings check.
-            verdicts = [judge_latency(params, float(metrics["latency_s"]), [event], max_new_tokens) for event in events]
-            verdict = None if None in verdicts else verdicts[-1]
-            if verdict is not None and _measure_mistimes(context):
-                forgiven = True
-            elif verdict is not None:
-                return Verdict.failed(
-                    f"Under {name!r}: {verdict.message} Measure each setting with its own generate call and report that call's metrics.",
-                    expected=verdict.expected,
-                    found=verdict.found,
-                )
-        if forgiven:
-            return Verdict.passed(
-                "The ablation reports all four settings; their latencies disagree with their generate calls as "
-                "measure_generation's own do, which is charged in its own check."
-            )
-        return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate call.")
-    problems = []
-    events = outcome.generate_events()
-    if not any(event.get("use_cache") is False for event in events):
-        problems.append("use_cache=False never reached model.generate: pass use_cache=use_cache to generate")
-    if not any(event.get("padding_side") == "left" for event in events):
-        problems.append("no generate call received left-padded inputs: set tokenizer.padding_side before tokenizing the prompts")
-    if not any(event.get("padding_side") == "right" for event in events):
-        problems.append("no generate call received right-padded inputs")
-    if not problems:
-        missing = [setting_key(*setting) for setting in SETTINGS if not _setting_events(outcome, *setting, max_new_tokens)]
-        if missing:
-            tokens = sorted({str(tokens_limit(event)) for event in events})
-            problems.append(
-                f"no generate call ran {', '.join(missing)} with max_new_tokens={max_new_tokens} (max_new_tokens seen: {', '.join(tokens)})"
-            )
-    if not problems:
-        reference_tokenizer = context.models.tokenizer(params.model)
-        for use_cache, side in SETTINGS:
-            timed = _setting_events(outcome, use_cache, side, max_new_tokens)[-1]
-            wrong_inputs = judge_generate_inputs(reference_tokenizer, timed, prompts, max_new_tokens, params.function)
-            if wrong_inputs is not None:
-                problems.append(f"under {setting_key(use_cache, side)!r}: {wrong_inputs.message.rstrip('.')}")
-                break
-    if problems and measure_ignores_inputs(context, outcome, params.measure_function):
-        # Its generate calls show what measure_generation ran, not what the ablation asked of it: judged by that.
-        asked = ablation_asked(measure_calls(outcome, params.measure_function), prompts, max_new_tokens, params.measure_function)
-        if not asked:
-            return Verdict.passed(
-                f"The ablation asked {params.measure_function} for every setting, with the prompts and max_new_tokens="
-                f"{max_new_tokens}; {params.measure_function} does not generate the prompts it is given, which is "
-                "charged in its own checks."
-            )
-        problems = asked
-    if problems:
+    if sorted(map(str, value)) != sorted(wanted):
         return Verdict.failed(
-            f"Called with {len(SETTINGS)} settings to compare, {'; '.join(problems)}.",
-            expected=f"generate calls with use_cache True and False, left and right padding, max_new_tokens={max_new_tokens}",
-            found="; ".join(problems),
+            f"The ablation returned the keys {sorted(map(str, value))}: key the four settings exactly as "
+            f"{', '.join(repr(k) for k in wanted)}.",
+            expected=", ".join(wanted),
+            found=", ".join(sorted(map(str, value))),
         )
-    return Verdict.passed(
-        f"Every setting reached model.generate: use_cache toggled, left and right padding, max_new_tokens={max_new_tokens}."
-    )
-
-
-def ablation_asked(calls: list[MeasureCall], prompts: list[str], max_new_tokens: int, function: str) -> list[str]:
-    """What an ablation failed to ask of measure_generation (empty: every setting, with the prompts and max_new_tokens)."""
-    problems = []
-    if all(call.uses_cache for call in calls):
-        problems.append(f"use_cache=False was never passed to {function}: pass use_cache=use_cache")
-    for side in ("left", "right"):
-        if not any(side in call.padding_sides for call in calls):
-            problems.append(f"{function} was never called with the tokenizer's padding_side set to {side!r}")
-    if not problems:
-        missing = [
-            setting_key(use_cache, side)
-            for use_cache, side in SETTINGS
-            if not any(
-                call.given(prompts, max_new_tokens) and call.uses_cache == use_cache and side in call.padding_sides
-                for call in calls
+    forgiven = False
+    for use_cache, side in SETTINGS:
+        name = setting_key(use_cache, side)
+        metrics = _metrics_dict(value[name], f"the ablation's {name!r}", SETTING_METRICS)
+        events = _setting_events(outcome, use_cache, side, max_new_tokens)
+        if not events:
+            continue  # the setting never reached generate: charged by the settings check
+        # Any call of this setting will do: a setting that is not really applied is charged by the settings check.
+        verdicts = [judge_latency(params, float(metrics["latency_s"]), [event], max_new_tokens) for event in events]
+        verdict = None if None in verdicts else verdicts[-1]
+        if verdict is not None and _measure_mistimes(context):
+            forgiven = True
+        elif verdict is not None:
+            return Verdict.failed(
+                f"Under {name!r}: {verdict.message} Measure each setting with its own generate call and report that call's metrics.",
+                expected=verdict.expected,
+                found=verdict.found,
             )
-        ]
-        if missing:
-            problems.append(
-                f"{function} was never given the prompts and max_new_tokens={max_new_tokens} under {', '.join(missing)}"
-            )
-    return problems
+    if forgiven:
+        return Verdict.passed(
+            "The ablation reports all four settings; their latencies disagree with their generate calls as "
+            "measure_generation's own do, which is charged in its own check."
+        )
+    return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate call.")
 
 
 # --------------------------------------------------------------------------------------
@@ -633,7 +565,6 @@ BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_
 class BatchParams(PromptsParams):
     """A hidden batching call."""
 
-    expect: Literal["rows", "sizes", "throughput"] = Field(description="What this check judges.")
     function: str = Field("measure_batched", description="The student's function.")
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
@@ -722,53 +653,57 @@ def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
         )
 
 
-@check_kind("batched_generation", BatchParams)
-def batched_generation(context: CheckContext, params: BatchParams) -> Verdict:
-    """measure_batched: a row per batch size; generate really batched; throughput over every sequence."""
+@dataclass(frozen=True)
+class Batching:
+    """The hidden measure_batched call: its inputs, its frame, and the batches its timed generate calls received."""
+
+    prompts: list[str]
+    sizes: list[int]
+    max_new_tokens: int
+    outcome: CallOutcome
+    frame: Frame
+    timed: list[dict[str, Any]]
+    shapes: list[int]
+    claimed: list[Any]  # the rows' own batch sizes: rows for other sizes than asked are the rows check's
+
+    def ignores_inputs(self, context: CheckContext, params: BatchParams) -> bool:
+        """Whether the batches the rows report were not generated because measure_generation ignores its inputs
+        (charged in its own checks): then they are judged by what measure_batched gave measure_generation."""
+        return self.shapes != self.claimed and measure_ignores_inputs(context, self.outcome, params.measure_function)
+
+
+def batching_run(context: CheckContext, params: BatchParams) -> Batching:
+    """The hidden measure_batched call with its batch_size, latency_s and tokens_per_s columns, or stop."""
     prompts, sizes, max_new_tokens, outcome, frame = _batched(context, params)
-    _require_columns(frame, BATCH_COLUMNS if params.expect == "rows" else BATCH_COLUMNS[:3])
-    reported = frame.column("batch_size")
-    if params.expect == "rows":
-        if frame.length != len(sizes) or [int(v) if is_number(v) else v for v in reported] != sizes:
-            return Verdict.failed(
-                f"Called with batch sizes {sizes}, the DataFrame's batch_size column reads {reported}: one row per batch size, in order.",
-                expected=str(sizes),
-                found=str(reported),
-            )
-        return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
+    _require_columns(frame, BATCH_COLUMNS[:3])
     timed = _timed_batches(outcome, max_new_tokens)
-    shapes = [_batch_size(event) for event in timed]
-    # Judged against the rows' own batch sizes: rows for other sizes than asked are the rows check's.
-    claimed = [int(v) if is_number(v) else v for v in reported]
-    if shapes != claimed and measure_ignores_inputs(context, outcome, params.measure_function):
-        # Its generate calls are not the batches the rows report (all on the one input it generates, they are not even
-        # told apart from their warm-ups): the batches are judged by what measure_batched gave measure_generation.
-        return batches_asked(params, prompts, max_new_tokens, claimed, frame, measure_calls(outcome, params.measure_function))
-    if params.expect == "sizes":
-        if shapes != claimed:
-            return Verdict.failed(
-                f"The rows report batch sizes {claimed}, but the timed generate calls (max_new_tokens={max_new_tokens}) received "
-                f"batches of {shapes} prompts: tokenize batch_size prompts together and pass them to one generate call.",
-                expected=f"batches of {claimed}",
-                found=f"batches of {shapes}",
-            )
-        reference_tokenizer = context.models.tokenizer(params.model)
-        for timed_event in timed:
-            batch = event_rows(timed_event) or []
-            stray = next((row for row in batch if not any(carries_prompt(reference_tokenizer, row, p) for p in prompts)), None)
-            if stray is not None and measure_ignores_inputs(context, outcome, params.measure_function):
-                return batches_asked(
-                    params, prompts, max_new_tokens, claimed, frame, measure_calls(outcome, params.measure_function)
-                )
-            if stray is not None:
-                text = row_text(reference_tokenizer, stray)
-                return Verdict.failed(
-                    f"A timed generate call of {params.function} (batch of {len(batch)}) ran a row that is none of the prompts "
-                    f"it was given: it reads {text!r}. Build each batch from the prompts argument.",
-                    expected="rows drawn from the prompts passed",
-                    found=repr(text),
-                )
-        return Verdict.passed(f"The timed generate calls received batches of {shapes} prompts, as the rows report.")
+    claimed = [int(v) if is_number(v) else v for v in frame.column("batch_size")]
+    return Batching(prompts, sizes, max_new_tokens, outcome, frame, timed, [_batch_size(event) for event in timed], claimed)
+
+
+@check_kind("batching_rows", BatchParams)
+def batching_rows(context: CheckContext, params: BatchParams) -> Verdict:
+    """measure_batched returns one row per batch size, in order, with every column."""
+    _, sizes, _, _, frame = _batched(context, params)
+    _require_columns(frame, BATCH_COLUMNS)
+    reported = frame.column("batch_size")
+    if frame.length != len(sizes) or [int(v) if is_number(v) else v for v in reported] != sizes:
+        return Verdict.failed(
+            f"Called with batch sizes {sizes}, the DataFrame's batch_size column reads {reported}: one row per batch size, in order.",
+            expected=str(sizes),
+            found=str(reported),
+        )
+    return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
+
+
+@check_kind("batching_throughput", BatchParams)
+def batching_throughput(context: CheckContext, params: BatchParams) -> Verdict:
+    """Each row's latency is its batch's timed generate; tokens_per_s counts every sequence; latency_per_sample_s is per row."""
+    run = batching_run(context, params)
+    prompts, max_new_tokens, outcome, frame, timed = run.prompts, run.max_new_tokens, run.outcome, run.frame, run.timed
+    if run.ignores_inputs(context, params):
+        calls = measure_calls(outcome, params.measure_function)
+        return batches_asked_throughput(params, prompts, max_new_tokens, run.claimed, frame, calls)
     by_size = _by_size(timed)
     measured = _returned_latencies(outcome, params.measure_function)
     for row in frame.records():
@@ -849,32 +784,26 @@ def _within(value: float, span: tuple[float, float], tolerance: float) -> bool:
     return span[0] * (1 - tolerance) <= value <= span[1] * (1 + tolerance)
 
 
-def batches_asked(
-    params: BatchParams, prompts: list[str], max_new_tokens: int, claimed: list[Any], frame: Frame, calls: list[MeasureCall]
-) -> Verdict:
-    """measure_batched judged by the calls it made of a measure_generation that does not generate what it is given
-    (charged in its own checks): a batch of each size drawn from the prompts, with max_new_tokens, and each row
-    reporting what measure_generation returned for its batch."""
-    function = params.measure_function
+def asked_batches(
+    prompts: list[str], max_new_tokens: int, calls: list[MeasureCall]
+) -> tuple[list[MeasureCall], dict[int, list[MeasureCall]]]:
+    """The calls of measure_generation with max_new_tokens, and those of them whose prompts are all among ``prompts``, by
+    batch size."""
     asked = [call for call in calls if call.max_new_tokens == max_new_tokens and call.prompts is not None]
     batches: dict[int, list[MeasureCall]] = {}
     for call in asked:
         if all(p in prompts for p in call.prompts or []):
             batches.setdefault(len(call.prompts or []), []).append(call)
-    missing = [size for size in claimed if not (is_number(size) and int(size) in batches)]
-    if params.expect == "sizes":
-        if missing:
-            given = [len(call.prompts or []) for call in asked]
-            return Verdict.failed(
-                f"The rows report batch sizes {claimed}, but {params.function} gave {function} (max_new_tokens="
-                f"{max_new_tokens}) batches of {given} prompts drawn from the prompts: pass each batch of batch_size prompts.",
-                expected=f"batches of {claimed}",
-                found=f"batches of {given}",
-            )
-        return Verdict.passed(
-            f"{params.function} gave {function} batches of {claimed} prompts; {function} does not generate the prompts "
-            "it is given, which is charged in its own checks."
-        )
+    return asked, batches
+
+
+def batches_asked_throughput(
+    params: BatchParams, prompts: list[str], max_new_tokens: int, claimed: list[Any], frame: Frame, calls: list[MeasureCall]
+) -> Verdict:
+    """measure_batched's rows judged by the calls it made of a measure_generation that does not generate what it is given
+    (charged in its own checks): each row reports what measure_generation returned for its batch."""
+    function = params.measure_function
+    _, batches = asked_batches(prompts, max_new_tokens, calls)
     for row in frame.records():
         latency, rate = row["latency_s"], row["tokens_per_s"]
         if (wrong := _not_positive(row)) is not None:
@@ -916,7 +845,6 @@ def batches_asked(
 class PpxParams(CorpusParams):
     """compare_ppplx on a hidden corpus with the baseline model and an INT8 ONNX model the grader quantizes."""
 
-    expect: Literal["loss", "ppx", "quantized"] = Field(description="What this check judges.")
     function: str = Field("compare_ppplx", description="The student's function.")
     rel_tolerance: float = Field(
         1e-4, gt=0, lt=0.01, description="Relative tolerance of the baseline loss and of ppx = exp(loss)."
@@ -983,24 +911,6 @@ def _label_result(value: dict[str, Any], label: str, function: str) -> tuple[flo
     return float(result["loss"]), float(result["ppx"])
 
 
-def _baseline_loss(
-    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
-) -> Verdict:
-    """The baseline's loss against the token-weighted reference at the batch size its own forward passes used."""
-    loss, _ = _label_result(value, "baseline", params.function)
-    forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
-    if not forwards:
-        return Verdict.error(
-            f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
-            found="no forward pass",
-        )
-    batch_size = int(forwards[0]["input_shape"][0])
-    variants = reference_variants(context, params.model, texts, batch_size)
-    data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
-    where = f"on {len(texts)} hidden texts"
-    return judge_loss(loss, variants, f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
-
-
 def _quantized_runs(
     context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
 ) -> Verdict | None:
@@ -1050,25 +960,45 @@ def _quantized_runs(
     return None
 
 
-@check_kind("perplexity_comparison", PpxParams)
-def perplexity_comparison(context: CheckContext, params: PpxParams) -> Verdict:
-    """compare_ppplx: the baseline's token-weighted loss, ppx = exp(loss), and the INT8 model's loss from its own session runs."""
+def _baseline_loss(
+    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
+) -> Verdict:
+    """The baseline's loss against the token-weighted reference at the batch size its own forward passes used."""
+    loss, _ = _label_result(value, "baseline", params.function)
+    forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
+    if not forwards:
+        return Verdict.error(
+            f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
+            found="no forward pass",
+        )
+    batch_size = int(forwards[0]["input_shape"][0])
+    variants = reference_variants(context, params.model, texts, batch_size)
+    data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
+    where = f"on {len(texts)} hidden texts"
+    return judge_loss(loss, variants, f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
+
+
+@check_kind("ppx_exp", PpxParams)
+def ppx_exp(context: CheckContext, params: PpxParams) -> Verdict:
+    """compare_ppplx's ppx is exp of the loss it reports, for every model."""
+    _, _, value = _comparison(context, params)
+    for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
+        loss, ppx = _label_result(value, label, params.function)
+        if not math.isclose(ppx, math.exp(loss), rel_tol=params.rel_tolerance):
+            return Verdict.failed(
+                f"Under {label!r}, ppx is {number(ppx)} but the loss is {number(loss)}, and exp({number(loss)}) = "
+                f"{number(math.exp(loss))}: perplexity is exp of the token-weighted loss.",
+                expected=number(math.exp(loss)),
+                found=number(ppx),
+            )
+    return Verdict.passed("ppx is exp(loss) for every model evaluated.")
+
+
+@check_kind("ppx_quantized", PpxParams)
+def ppx_quantized(context: CheckContext, params: PpxParams) -> Verdict:
+    """compare_ppplx evaluates the INT8 ONNX model by running its own session on every text."""
     texts, outcome, value = _comparison(context, params)
     where = f"on {len(texts)} hidden texts"
-    if params.expect == "loss":
-        _label_result(value, "baseline", params.function)
-        return _baseline_loss(context, params, texts, outcome, value)
-    if params.expect == "ppx":
-        for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
-            loss, ppx = _label_result(value, label, params.function)
-            if not math.isclose(ppx, math.exp(loss), rel_tol=params.rel_tolerance):
-                return Verdict.failed(
-                    f"Under {label!r}, ppx is {number(ppx)} but the loss is {number(loss)}, and exp({number(loss)}) = "
-                    f"{number(math.exp(loss))}: perplexity is exp of the token-weighted loss.",
-                    expected=number(math.exp(loss)),
-                    found=number(ppx),
-                )
-        return Verdict.passed("ppx is exp(loss) for every model evaluated.")
     baseline, _ = _label_result(value, "baseline", params.function)
     quantized, _ = _label_result(value, "quantized", params.function)
     verdict = _quantized_runs(context, params, texts, outcome, value)
@@ -1329,9 +1259,6 @@ TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
 class ControllerParams(LatencyTolerance):
     """A hidden run of the whole exercise (the tolerance: a table latency against a generate call of the run)."""
 
-    expect: Literal["table", "takeaways", "builder"] = Field(
-        description="What this check judges ('builder': the table build_results_table returned during the run)."
-    )
     function: str = Field("run_quantization_exercise", description="The student's function.")
     table_function: str = Field("build_results_table", description="The student's function that builds the table.")
     model: str = Field("gpt2", description="Model id passed.")
@@ -1548,26 +1475,20 @@ def judge_takeaways(takeaways: Any, count: list[int], question: str) -> Verdict:
     return Verdict.passed(f"The controller returns {len(real)} takeaways.")
 
 
-@check_kind("quantization_controller", ControllerParams)
-def quantization_controller(context: CheckContext, params: ControllerParams) -> Verdict:
-    """The controller runs end to end in time: one table of every scenario with units, and 3 to 5 takeaways."""
-    if params.expect == "builder":
-        sizes, built = _built_table(context, params)
-        verdict = judge_table(built, sizes, params.table_function)
-        if verdict is not None:
-            return verdict
-        return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
-    sizes, table, takeaways = _controller(context, params)
-    if params.expect == "takeaways":
-        verdict = judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
-        if verdict.outcome != "failed" and not _controller_call(context, params)[2].generate_events():
-            return Verdict.failed(
-                "The controller made no generate call, so its takeaways rest on no measurement: run the experiment "
-                "(baseline, quantized, ablation, batching, edge prompts) and draw the takeaways from its results.",
-                expected="takeaways from a run that generated text",
-                found="no generate call during the run",
-            )
+@check_kind("controller_builder", ControllerParams)
+def controller_builder(context: CheckContext, params: ControllerParams) -> Verdict:
+    """The table build_results_table returns during the run holds every scenario, with units."""
+    sizes, built = _built_table(context, params)
+    verdict = judge_table(built, sizes, params.table_function)
+    if verdict is not None:
         return verdict
+    return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
+
+
+@check_kind("controller_table", ControllerParams)
+def controller_table(context: CheckContext, params: ControllerParams) -> Verdict:
+    """The controller's results table holds every scenario, its latencies and perplexities those the run measured."""
+    sizes, table, _ = _controller(context, params)
     verdict = judge_table(table, sizes, params.function)
     if verdict is not None:
         outcome = _controller_call(context, params)[2]
@@ -1587,3 +1508,18 @@ def quantization_controller(context: CheckContext, params: ControllerParams) -> 
         f"The results table holds every scenario ({table.length} rows) with {', '.join(TABLE_COLUMNS)}, "
         "its latencies and perplexities those the run measured."
     )
+
+
+@check_kind("controller_takeaways", ControllerParams)
+def controller_takeaways(context: CheckContext, params: ControllerParams) -> Verdict:
+    """The controller runs end to end in time and returns 3 to 5 takeaways drawn from a run that generated text."""
+    _, _, takeaways = _controller(context, params)
+    verdict = judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
+    if verdict.outcome != "failed" and not _controller_call(context, params)[2].generate_events():
+        return Verdict.failed(
+            "The controller made no generate call, so its takeaways rest on no measurement: run the experiment "
+            "(baseline, quantized, ablation, batching, edge prompts) and draw the takeaways from its results.",
+            expected="takeaways from a run that generated text",
+            found="no generate call during the run",
+        )
+    return verdict
