@@ -505,7 +505,9 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
         )
     named = [c for c in configurations if declared_kind(c.name) == params.configuration]
     named += [
-        c for c in configurations if any(hint in c.name.casefold() for hint in NAME_HINTS[params.configuration]) and c not in named
+        c
+        for c in configurations
+        if any(hint in c.name.casefold() for hint in NAME_HINTS[params.configuration]) and c not in named
     ]
     found = ", ".join(c.describe() for c in configurations)
     for configuration in named:
