@@ -20,7 +20,7 @@ from pathlib import Path
 from grader import __version__
 from grader.course import RUBRIC_FILE, Course
 from grader.gradebook import Fingerprint, Gradebook, file_sha256
-from grader.grading import INTERNAL_ERROR, GradingSettings, kernel_view_for
+from grader.grading import GradingSettings, kernel_view_for
 from grader.output import write_class_reports, write_submission
 from grader.render import FEEDBACK_FILES
 from grader.results import SubmissionResult, result_to_json
@@ -142,19 +142,18 @@ def grade_batch(
         next_report = time.monotonic() + REPORT_EVERY_S
         for result in grade_tasks(tasks, config, workers):
             write_submission(result, out_dir)
-            regrade = bool(result.error and result.error.startswith(INTERNAL_ERROR))
-            gradebook.record(result, fingerprint_of(result.assignment), regrade=regrade)
+            gradebook.record(result, fingerprint_of(result.assignment), regrade=result.internal_error)
             results[result.submission_id] = result
             outcome.graded += 1
             on_result(result, False)
             if time.monotonic() > next_report:
                 started = time.monotonic()
                 so_far = ordered()
-                write_class_reports(so_far, out_dir, [*notices, *sandbox_notices(done.notes for done in so_far)])
+                write_class_reports(so_far, out_dir, [*notices, *sandbox_notices(so_far)])
                 drawing_s = time.monotonic() - started  # grows with the class: keep it a small share of the run
                 next_report = time.monotonic() + max(REPORT_EVERY_S, drawing_s / REPORT_SHARE)
         outcome.results = ordered()
-        warnings = sandbox_notices(done.notes for done in outcome.results)
+        warnings = sandbox_notices(outcome.results)
         outcome.notices += warnings
         # The reports depend only on the results and the discovery's notices: when neither
         # changed since they were written, they are up to date (an unchanged regrade stays fast).

@@ -38,6 +38,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from grader import scratch
 from grader.errors import KernelError
 from grader.evidence import Pause
+from grader.facts import CellProblem
 from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
 ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
@@ -68,17 +69,6 @@ def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str
     if namespaced or (sandbox is not None and not platform.startswith("win")):
         return {"transport": "ipc", "ip": str(sockets / "kernel")}
     return {"transport": "tcp", "ip": "127.0.0.1"}
-
-
-@dataclass(frozen=True)
-class CellProblem:
-    """Something that went wrong in one cell of the student's notebook."""
-
-    cell_index: int
-    kind: Literal["error", "timeout", "not-run", "kernel-died"]
-    message: str
-    traceback: str = ""
-    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -236,8 +236,10 @@ def _log_result(result: SubmissionResult, log: Callable[[str], None]) -> None:
     for problem in result.cell_problems:
         where = f"cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "notebook"
         log(f"  {where} {problem.kind}: {problem.message}" + (f"\n{problem.traceback}" if problem.traceback else ""))
-    for note in result.notes:
+    for note in (*result.warnings, *result.notes):
         log(f"  note: {note}")
+    if result.traceback:
+        log(f"  the grader's traceback:\n{result.traceback}")
 
 
 def main(argv: list[str] | None = None) -> int:

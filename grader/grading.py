@@ -36,10 +36,18 @@ from grader.reference import ReferenceModels
 from grader.replay import NotRecorded, ReferenceFunctions, ReferenceSide
 from grader.results import CheckResult, Figure, SubmissionResult
 from grader.rubric import CheckSpec, Limits
-from grader.sandbox import KernelView, SandboxPolicy, kernel_env, kernel_start_note, kernel_view, probe_isolation
+from grader.sandbox import (
+    KERNEL_START_PREFIX,
+    KernelView,
+    SandboxPolicy,
+    kernel_env,
+    kernel_start_text,
+    kernel_view,
+    probe_isolation,
+)
 from grader.zoo import ModelZoo
 
-INTERNAL_ERROR = "internal grader error"  # results saying this are regraded by the next run
+INTERNAL_ERROR = "internal grader error"  # how such a result reads; its internal_error field makes the next run regrade it
 MAX_FIGURES = 24
 MAX_FIGURE_BYTES = 3 * 1024 * 1024
 
@@ -139,6 +147,7 @@ class Grader:
                 str(path),
                 f"{INTERNAL_ERROR}: {error.show()}",
                 assignment_name,
+                internal_error=True,
                 duration_s=time.monotonic() - started,
                 provenance=self._provenance(path, None),
             )
@@ -158,8 +167,9 @@ class Grader:
                 str(path),
                 message,
                 assignment_name,
+                internal_error=True,
+                traceback=traceback.format_exc(),
                 duration_s=time.monotonic() - started,
-                notes=(traceback.format_exc(),),
                 provenance=self._provenance(path, None),
             )
         return dataclasses.replace(result, student=student) if student is not None else result
@@ -177,12 +187,15 @@ class Grader:
         assignment = self.course.assignment(assignment_name)
         reference = self._reference(assignment)
         notes += self._self_check_notes(assignment, reference)
+        sandbox_warning = self.sandbox.isolation.shortfall if self.sandbox is not None else ""
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
         session = self.kernels.take(warm_next=more_to_come)
+        kernel_start = ""
         if self.sandbox is not None:
-            notes.append(kernel_start_note(session.mode, self.kernels.why_launched))
+            kernel_start = kernel_start_text(session.mode, self.kernels.why_launched)
+            notes.append(f"{KERNEL_START_PREFIX}{kernel_start}")
         session.startup_timeout = limits.startup_timeout_s
         session.limit_memory(limits.memory_mib * 1024**2)
         workdir = session.workdir
@@ -231,6 +244,9 @@ class Grader:
             cell_problems=execution.problems if execution is not None else (),
             figures=tuple(_figures(notebook)),
             notes=tuple(notes),
+            warnings=tuple(self._kit_warnings(reference)),
+            sandbox_warning=sandbox_warning,
+            kernel_start=kernel_start,
             duration_s=time.monotonic() - started,
             environment=environment,
             provenance=self._provenance(path, assignment),
@@ -248,15 +264,19 @@ class Grader:
                 )
         if self.settings.targets:
             notes.append(f"Only the checks of {', '.join(self.settings.targets)} were run.")
+        return notes
+
+    def _kit_warnings(self, reference: ReferenceSide) -> list[str]:
+        """Whether a student kit's recorded values were recorded on other tiny models than this machine builds."""
         recording = reference.recording
         if reference.replaying and recording is not None and self.zoo is not None and recording.zoo != self.zoo.key:
             versions = ", ".join(f"{name} {version}" for name, version in sorted(recording.versions.items()))
-            notes.append(
+            return [
                 f"Warning: the expected values of this kit were recorded on tiny models built with {versions or 'other versions'} "
                 f"(zoo {recording.zoo}), but this machine builds different ones (zoo {self.zoo.key}); values compared with "
                 "the reference may be off. Install the versions in the kit's constraints.txt."
-            )
-        return notes
+            ]
+        return []
 
     def _run_checks(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from grader.execute import CellProblem
+from grader.facts import CellProblem
 from grader.results import CheckResult, Figure, SubmissionResult
 
 if TYPE_CHECKING:

@@ -20,8 +20,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from grader.checks.base import GradedBy, Outcome
-from grader.execute import CellProblem
+from grader.facts import CellProblem, GradedBy, Outcome
 
 GRADESCOPE_VISIBILITY = {"public": "visible", "hidden": "after_published"}
 
@@ -85,7 +84,12 @@ class SubmissionResult:
     cell_problems: tuple[CellProblem, ...] = ()
     figures: tuple[Figure, ...] = ()
     error: str | None = None  # why the submission could not be graded at all
-    notes: tuple[str, ...] = ()  # facts a reader should know (how it was identified, ...)
+    internal_error: bool = False  # the grader itself failed (not the submission): the next run grades it again
+    traceback: str = ""  # the grader's own traceback of an internal error, for the instructor
+    notes: tuple[str, ...] = ()  # facts a reader should know (how it was identified, how it was isolated, ...)
+    warnings: tuple[str, ...] = ()  # what may make its verdicts wrong (a kit's values recorded on other models)
+    sandbox_warning: str = ""  # how the kernel's isolation fell short of the sandbox's, when it did
+    kernel_start: str = ""  # how its kernel was started: forked from a template, or launched (and why)
     duration_s: float = 0.0
     environment: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)  # hashes, versions, seed
@@ -215,6 +219,8 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "skipped_points": result.skipped_points,
             "not_run": not_run,
             "notes": list(result.notes),
+            "warnings": list(result.warnings),
+            "internal_error": result.internal_error,
             "flags": result.flags(),
             "cell_problems": [
                 {"cell": problem.cell_index + 1, "kind": problem.kind, "message": problem.message, "traceback": problem.traceback}

@@ -247,5 +247,6 @@ def _worker_died(task: Task, exitcode: int | None) -> SubmissionResult:
         task.path,
         f"{INTERNAL_ERROR}: the worker process grading this submission {how}, perhaps out of memory; the next run grades it again",
         task.assignment,
+        internal_error=True,
         student=task.student,
     )

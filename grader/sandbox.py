@@ -38,6 +38,7 @@ from typing import ClassVar, Literal
 import psutil
 
 from grader.errors import GraderError
+from grader.results import SubmissionResult
 
 WARNING_PREFIX = "Sandbox warning: "
 KERNEL_START_PREFIX = "Kernel: "
@@ -63,11 +64,16 @@ class Isolation:
     warning: str = ""
 
     @property
+    def shortfall(self) -> str:
+        """What this isolation lacks, in words ('' when each kernel runs as its own user in namespaces of its own)."""
+        return "" if self.namespaces == "root" and self.own_user else self.warning
+
+    @property
     def summary(self) -> str:
         """One line for the instructor's report."""
-        if self.namespaces == "root" and self.own_user:
+        if not self.shortfall:
             return "Sandbox: the kernel ran as its own unprivileged user, with no network and the course's files hidden."
-        return f"{WARNING_PREFIX}{self.warning}"
+        return f"{WARNING_PREFIX}{self.shortfall}"
 
 
 @dataclass(frozen=True)
@@ -432,29 +438,31 @@ def kill_user(uid: int) -> None:
         kill(processes)
 
 
-def sandbox_notices(notes_of: Iterable[Iterable[str]]) -> list[str]:
-    """One notice per distinct sandbox warning in the results' notes, with how many it concerns.
+def sandbox_notices(results: Iterable[SubmissionResult]) -> list[str]:
+    """One notice per distinct sandbox warning of the results, with how many it concerns, and how kernels started.
 
     Each result says how its kernel was isolated; where that is weaker than it should be, the
     instructor is told once, on top of the run's reports, not only inside each result.
     """
     counts: dict[str, int] = {}
     starts: dict[str, int] = {}
-    for notes in notes_of:
-        for note in notes:
-            if note.startswith(WARNING_PREFIX):
-                counts[note] = counts.get(note, 0) + 1
-            elif note.startswith(KERNEL_START_PREFIX):
-                how = note.removeprefix(KERNEL_START_PREFIX).rstrip(".")
-                starts[how] = starts.get(how, 0) + 1
-    notices = [f"{note} ({count} submission{'s' if count != 1 else ''} graded so)" for note, count in counts.items()]
+    for result in results:
+        if result.sandbox_warning:
+            counts[result.sandbox_warning] = counts.get(result.sandbox_warning, 0) + 1
+        if result.kernel_start:
+            how = result.kernel_start.rstrip(".")
+            starts[how] = starts.get(how, 0) + 1
+    notices = [
+        f"{WARNING_PREFIX}{warning} ({count} submission{'s' if count != 1 else ''} graded so)"
+        for warning, count in counts.items()
+    ]
     if starts:  # how the run started its kernels: forked from a template, or launched (and why)
         notices.append("Kernels: " + "; ".join(f"{how} ({count})" for how, count in starts.items()) + ".")
     return notices
 
 
-def kernel_start_note(mode: str, why_launched: str | None) -> str:
-    """A result's note on how its kernel was started."""
+def kernel_start_text(mode: str, why_launched: str | None) -> str:
+    """How a result's kernel was started, in words."""
     if mode == "forked":
-        return f"{KERNEL_START_PREFIX}forked from a template that had imported torch and transformers."
-    return f"{KERNEL_START_PREFIX}launched afresh{f' ({why_launched})' if why_launched else ''}."
+        return "forked from a template that had imported torch and transformers."
+    return f"launched afresh{f' ({why_launched})' if why_launched else ''}."

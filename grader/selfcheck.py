@@ -104,9 +104,8 @@ def report(result: SubmissionResult, html_path: Path | None) -> Group:
     for problem in result.cell_problems:
         where = f"Cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "Notebook"
         lines.append(Text.from_markup(f"[red]{where}:[/] {escape(problem.message)}"))
-    for note in result.notes:
-        if not note.startswith("Traceback"):
-            lines.append(Text.from_markup(f"[yellow]note:[/] {escape(note)}" if note.startswith("Warning") else escape(note)))
+    lines += [Text.from_markup(f"[yellow]note:[/] {escape(warning)}") for warning in result.warnings]
+    lines += [Text(note) for note in result.notes]
     verdict = "[green]all public checks pass[/]" if passed(result) else "[red]some public checks fail[/]"
     lines.append(Text.from_markup(f"[bold]Public checks: {result.score:g} / {result.max_score:g} points[/], {verdict}."))
     if html_path is not None:

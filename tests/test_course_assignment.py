@@ -237,3 +237,44 @@ def test_course_mistakes_are_named(toy_course: Path, tmp_path: Path) -> None:
         from grader.course import find_course_root
 
         find_course_root(old)
+
+
+KILLER = '''
+
+@check_kind("kills_its_worker", CountParams)
+def kills_its_worker(context: CheckContext, params: CountParams) -> Verdict:
+    """A grader bug, made to order: the check kills the process grading the submission when count_words('x') is 99."""
+    import os
+    import signal
+
+    if context.returned(context.call(params.function, literal("x")), "count_words('x')") == 99:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return Verdict.passed("count_words('x') is not 99.")
+'''
+
+
+def test_a_worker_that_dies_gives_an_internal_error_that_the_next_run_grades_again(
+    toy_course: Path, tmp_path: Path, zoo: object
+) -> None:
+    """The result says the grader failed (a typed fact, not its wording), and only that submission is graded again."""
+    course = tmp_path / "course"
+    folder = course / "assignments" / NAME
+    folder.mkdir(parents=True)
+    for path in (toy_course / "assignments" / NAME).iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    (folder / "checks.py").write_text(CHECKS + KILLER)
+    check = "  - id: worker\n    name: a worker-killing check\n    kind: kills_its_worker\n    target: count_words\n"
+    (folder / "rubric.yaml").write_text(RUBRIC + check + "    points: 1\n    params: {texts: [x]}\n")
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    write_notebook(submissions / "fine.ipynb", make_notebook(NAME, solution("return len(text.split())")))
+    write_notebook(submissions / "fatal.ipynb", make_notebook(NAME, solution("return 99 if text == 'x' else len(text.split())")))
+    out = tmp_path / "out"
+    arguments = (str(submissions), "--course", str(course), "--out", str(out), "--workers", "2")
+    run_grade(*arguments)
+    fatal = json.loads((out / "fatal" / "results.json").read_text())["extra_data"]
+    assert fatal["internal_error"] is True and "the worker process grading this submission was killed" in fatal["error"]
+    assert outcomes(out, "fine") == {"count-public": "passed", "count-hidden": "passed", "worker": "passed"}
+    again = run_grade(*arguments)
+    assert "1 unchanged submission was not graded again" in again.stdout + again.stderr
+    assert json.loads((out / "fatal" / "results.json").read_text())["extra_data"]["internal_error"] is True

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from grader.execute import CellProblem
+from grader.facts import CellProblem
 from grader.render import FEEDBACK_FILES, common_failures, failure_key, render_feedback, render_summary
 from grader.results import CheckResult, Figure, SubmissionResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 
-from grader.execute import CellProblem
+from grader.facts import CellProblem
 from grader.render import render_feedback, render_summary
 from grader.results import CheckResult, Figure, SubmissionResult
 

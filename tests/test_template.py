@@ -19,6 +19,7 @@ import pytest
 from grader.authoring import make_notebook
 from grader.execute import KernelSession, KernelSupply, TemplateAddress, start_template
 from grader.grading import Grader
+from grader.results import SubmissionResult
 from grader.sandbox import WARNING_PREFIX, sandbox_notices
 
 PROBE = """
@@ -201,12 +202,19 @@ def test_without_a_sandbox_kernels_are_launched(tmp_path: Path) -> None:
 
 
 def test_the_run_says_how_its_kernels_were_started() -> None:
-    notes = [
-        ["Kernel: forked from a template that had imported torch and transformers."],
-        ["Kernel: forked from a template that had imported torch and transformers."],
-        ["Kernel: launched afresh (the kernel template could not start: boom).", f"{WARNING_PREFIX}weak"],
+    forked = "forked from a template that had imported torch and transformers."
+    results = [
+        SubmissionResult("a", "a.ipynb", "latency", kernel_start=forked),
+        SubmissionResult("b", "b.ipynb", "latency", kernel_start=forked),
+        SubmissionResult(
+            "c",
+            "c.ipynb",
+            "latency",
+            kernel_start="launched afresh (the kernel template could not start: boom).",
+            sandbox_warning="weak",
+        ),
     ]
-    notices = sandbox_notices(notes)
+    notices = sandbox_notices(results)
     assert notices[-1] == (
         "Kernels: forked from a template that had imported torch and transformers (2); "
         "launched afresh (the kernel template could not start: boom) (1)."

@@ -12,10 +12,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from grader.facts import GradedBy, Outcome
 from grader.harness import CallOutcome, Harness, tokenizer
 from grader.values import kind_of
 
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
     from grader.rubric import CheckSpec, Rubric
 
 T = TypeVar("T")
-
-Outcome = Literal["passed", "failed", "error", "manual", "skipped"]
-# Whose points a check's are: the grader's (automatic), or the instructor's (graded by hand;
-# the check only rejects a missing answer). Fixed per kind, so every student has the same maximum.
-GradedBy = Literal["grader", "instructor"]
 
 
 @dataclass(frozen=True)
