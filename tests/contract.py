@@ -68,6 +68,21 @@ class GradescopeResults(BaseModel):
         return {check_id for check_id, test in self.by_id().items() if test.score < test.max_score}
 
 
+def on_cuda() -> bool:
+    """Whether this machine's kernels see a CUDA device: then the rubrics' CUDA-only checks run instead of being skipped."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cuda_points(assignment: str) -> float:
+    """Points of the assignment's CUDA-only checks (skipped, and out of the maximum, on a CPU grader)."""
+    import yaml
+
+    rubric = yaml.safe_load((Path(__file__).resolve().parent.parent / "assignments" / assignment / "rubric.yaml").read_text())
+    return sum(float(check["points"]) for check in rubric["checks"] if check.get("device") == "cuda")
+
+
 def run_grade(
     *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ import pytest
 from grader.grading import Grader
 from grader.results import SubmissionResult
 from tests.conftest import check, grade_bundles, outcome
+from tests.contract import on_cuda
 
 SOLUTION_BASELINE = '"load_args": {"dtype": torch.float16 if device.type == "cuda" else torch.float32}},'
 SOLUTION_INT8 = '"load_args": {"quantization_config": BitsAndBytesConfig(load_in_8bit=True), "device_map": device_map}},'
@@ -163,6 +164,9 @@ def test_synchronize_on_cpu_is_reported(bundles) -> None:
     assert "uses CUDA although the model is on the CPU" in message
 
 
+@pytest.mark.skipif(
+    on_cuda(), reason="on a GPU the CUDA-only check runs: its judging is tested on made-up events in test_judging"
+)
 def test_gpu_only_check_is_skipped_on_cpu(bundles) -> None:
     result, message = outcome(bundles, "warmup-oldstyle-short", "generate-cuda-sync")
     assert result == "skipped"

@@ -325,3 +325,80 @@ def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> 
     calls = [measure_call([prompt], 9, latency=latency, tokens=9) for prompt in EDGES.values() for latency in (0.1, 0.2)]
     mean = {kind: {"latency_s": 0.15, "tokens_per_s": 9 / 0.15, "ms_per_token": 1.0} for kind in EDGES}
     assert edges_asked(edge, WordTokenizer(), 9, "probe_edge_prompts(...)", calls, mean).outcome == "passed"
+
+
+# ------------------------------------------------------------------ CUDA judgement, on made-up events
+# The CUDA-only checks are skipped on a CPU grader: their judging is proven here, on any machine.
+
+
+def synchronize(start: float, end: float) -> dict[str, Any]:
+    """A made-up torch.cuda.synchronize event."""
+    return {"type": "synchronize", "start": start, "end": end}
+
+
+@pytest.mark.parametrize(
+    ("synchronizes", "missing"),
+    [
+        ([synchronize(0.90, 0.95), synchronize(1.20, 1.25)], None),
+        ([synchronize(0.90, 0.95)], "after"),
+        ([synchronize(1.20, 1.25)], "before"),
+        ([], "before and after"),
+        ([synchronize(1.02, 1.05)], "before and after"),  # during the timed generate: neither
+        ([synchronize(0.05, 0.08), synchronize(0.2, 0.3)], "after"),  # around the warm-up, not the timed call
+    ],
+)
+def test_cuda_synchronize_is_judged_around_the_timed_generate(synchronizes: list[dict[str, Any]], missing: str | None) -> None:
+    from grader.checks.timing import judge_synchronize
+    from grader.harness import CallOutcome
+
+    warm_up, timed = generate(0.0, 0.1, model_device="cuda:0"), generate(1.0, 1.1, model_device="cuda:0")
+    events = sorted([warm_up, timed, *synchronizes], key=lambda event: event["start"])
+    verdict = judge_synchronize(CallOutcome("returned", events=tuple(events)), "time_generation")
+    if missing is None:
+        assert verdict.outcome == "passed"
+    else:
+        assert verdict.outcome == "failed"
+        assert f"does not call torch.cuda.synchronize() {missing} the generate call" in verdict.message
+
+
+def test_cuda_used_on_a_cpu_grader_is_an_error_that_says_so_and_nothing_on_cuda() -> None:
+    from grader.checks.timing import cuda_misuse
+    from grader.harness import CallOutcome, ExceptionInfo
+
+    raised = CallOutcome(
+        "raised", exception=ExceptionInfo("AssertionError", "Torch not compiled with CUDA enabled", "in torch.cuda.synchronize()")
+    )
+    verdict = cuda_misuse(raised, "time_generation", on_cuda=False)
+    assert verdict is not None and verdict.outcome == "error"
+    assert "call torch.cuda.synchronize() only when model.device.type == 'cuda'" in verdict.message
+    assert cuda_misuse(raised, "time_generation", on_cuda=True) is None  # on a GPU the call's own failure is judged
+    other = CallOutcome("raised", exception=ExceptionInfo("KeyError", "'latency_s'"))
+    assert cuda_misuse(other, "time_generation", on_cuda=False) is None
+
+
+def test_a_float16_run_on_cuda_is_judged_by_the_dtype_of_the_timed_model() -> None:
+    """The float16 run of a precision sweep must time a float16 model: read from the timed generate's record."""
+    from course_assignments.latency.checks import PrecisionSweep, PrecisionSweepParams, judge_fp16_run, timed_per_precision
+
+    from grader.harness import CallOutcome
+
+    params = PrecisionSweepParams(prompts=["p"], precisions=["float32", "float16"])
+    fp32 = [generate(0.0, 0.1, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
+    fp32 += [generate(0.2, 0.4, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
+    fp16 = [generate(1.0, 1.1, model_serial=2, model_dtype="torch.float16", max_new_tokens=8)]
+    fp16 += [generate(1.2, 1.3, model_serial=2, model_dtype="torch.float16", max_new_tokens=8)]
+    resolved = {"float32": ("torch.float32", "float32"), "float16": ("torch.float16", "float16")}
+
+    def sweep(events: list[dict[str, Any]]) -> PrecisionSweep:
+        return PrecisionSweep("sweep_precisions(...)", 8, CallOutcome("returned", events=tuple(events)), {}, resolved)
+
+    timed = timed_per_precision(sweep([*fp32, *fp16]), params)
+    assert [event["model_dtype"] for event in timed] == ["torch.float32", "torch.float16"]
+    assert judge_fp16_run(sweep([*fp32, *fp16]), params).outcome == "passed"
+    cast_back = [{**event, "model_dtype": "torch.float32"} for event in fp16]  # float16 asked, float32 timed
+    verdict = judge_fp16_run(sweep([*fp32, *cast_back]), params)
+    assert verdict.outcome == "failed" and "no timed generate of the precision sweep ran a float16 model" in verdict.message
+    # On the CPU the float16 request resolves to float32: nothing to judge.
+    on_cpu = {"float32": ("torch.float32", "float32"), "float16": ("torch.float32", "float32 (CPU fallback)")}
+    cpu_sweep = PrecisionSweep("sweep_precisions(...)", 8, CallOutcome("returned", events=tuple([*fp32, *cast_back])), {}, on_cpu)
+    assert judge_fp16_run(cpu_sweep, params).outcome == "passed"

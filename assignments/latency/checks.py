@@ -708,6 +708,11 @@ def precision_sweep_keys(context: CheckContext, params: PrecisionSweepParams) ->
 def precision_sweep_fp16_cuda(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
     """On CUDA, the float16 run of sweep_precisions really uses a float16 model."""
     sweep = precision_sweep_result(context, params)
+    return judge_fp16_run(sweep, params)
+
+
+def judge_fp16_run(sweep: PrecisionSweep, params: PrecisionSweepParams) -> Verdict:
+    """Whether a timed generate of the sweep ran a float16 model, when a precision resolves to float16."""
     timed = timed_per_precision(sweep, params)
     wanted = [p for p in params.precisions if sweep.resolved[p][0] == "torch.float16"]
     dtypes = [event.get("model_dtype") for event in timed]
