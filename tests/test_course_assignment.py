@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -146,6 +147,12 @@ def toy_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return course
 
 
+def copy_course(toy_course: Path, course: Path) -> Path:
+    """A copy of the toy course, to change."""
+    shutil.copytree(toy_course, course)
+    return course
+
+
 def grade(*args: str, cwd: Path | None = None, kit: Path | None = None) -> subprocess.CompletedProcess[str]:
     """`grade` from the repository, or (``kit``) from the kit's own copy of the grader."""
     environ = {**os.environ, "PYTHONPATH": str(kit)} if kit is not None else None
@@ -205,11 +212,8 @@ def test_the_student_kit_ships_the_public_check_kind_only(toy_course: Path, tmp_
 
 def test_a_hidden_only_kind_in_the_shipped_module_is_refused(toy_course: Path, tmp_path: Path) -> None:
     """checks.py is what a kit ships: a kind only hidden checks use must live in hidden_checks.py."""
-    course = tmp_path / "course"
+    course = copy_course(toy_course, tmp_path / "course")
     folder = course / "assignments" / NAME
-    folder.mkdir(parents=True)
-    for path in (toy_course / "assignments" / NAME).iterdir():
-        (folder / path.name).write_bytes(path.read_bytes())
     (folder / "checks.py").write_text(CHECKS + "\n\n" + HIDDEN_CHECKS.split("from .checks import judge_counts\n")[1])
     (folder / "hidden_checks.py").unlink()
     with pytest.raises(CourseError, match=r"only hidden checks use \(word_count_drawn\): move them to hidden_checks\.py"):
@@ -217,11 +221,8 @@ def test_a_hidden_only_kind_in_the_shipped_module_is_refused(toy_course: Path, t
 
 
 def test_course_mistakes_are_named(toy_course: Path, tmp_path: Path) -> None:
-    course = tmp_path / "course"
+    course = copy_course(toy_course, tmp_path / "course")
     folder = course / "assignments" / NAME
-    folder.mkdir(parents=True)
-    for path in (toy_course / "assignments" / NAME).iterdir():
-        (folder / path.name).write_bytes(path.read_bytes())
     # A kind named like one of the package's.
     (folder / "checks.py").write_text(CHECKS.replace('@check_kind("word_count"', '@check_kind("written_answer"'))
     with pytest.raises(CourseError, match="named like the grader's own: written_answer"):
@@ -245,6 +246,7 @@ KILLER = '''
 def kills_its_worker(context: CheckContext, params: CountParams) -> Verdict:
     """A grader bug, made to order: the check kills the process grading the submission when count_words('x') is 99."""
     import os
+import shutil
     import signal
 
     if context.returned(context.call(params.function, literal("x")), "count_words('x')") == 99:
@@ -257,11 +259,8 @@ def test_a_worker_that_dies_gives_an_internal_error_that_the_next_run_grades_aga
     toy_course: Path, tmp_path: Path, zoo: object
 ) -> None:
     """The result says the grader failed (a typed fact, not its wording), and only that submission is graded again."""
-    course = tmp_path / "course"
+    course = copy_course(toy_course, tmp_path / "course")
     folder = course / "assignments" / NAME
-    folder.mkdir(parents=True)
-    for path in (toy_course / "assignments" / NAME).iterdir():
-        (folder / path.name).write_bytes(path.read_bytes())
     (folder / "checks.py").write_text(CHECKS + KILLER)
     check = "  - id: worker\n    name: a worker-killing check\n    kind: kills_its_worker\n    target: count_words\n"
     (folder / "rubric.yaml").write_text(RUBRIC + check + "    points: 1\n    params: {texts: [x]}\n")

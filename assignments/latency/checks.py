@@ -30,7 +30,7 @@ from grader.checks.timing import (
     warmup_before,
 )
 from grader.evidence import generated_anything
-from grader.harness import CallOutcome, ExceptionInfo, literal, model, model_spec
+from grader.harness import CallOutcome, ExceptionInfo, literal
 from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
@@ -435,10 +435,9 @@ def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], i
     key = f"sweep:{params.function}:{params.model}:{base}:{lengths}:{max_new_tokens}:{params.use_cache}"
     outcome = context.once(
         key,
-        lambda: context.call(
+        lambda: context.call_with_model(
             params.function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
+            params.model,
             literal(base),
             literal(lengths),
             literal(max_new_tokens),

@@ -11,13 +11,13 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, Verdict, check_kind, number
+from grader.checks.base import CheckContext, Params, Verdict, check_kind, first_failure, number
 from grader.checks.identity import other_model
 from grader.checks.timing import (
     judge_generate_inputs,
     judge_timed_call,
 )
-from grader.harness import CallOutcome, literal, model, model_spec
+from grader.harness import CallOutcome, literal
 from grader.values import is_number, kind_of
 
 from .checks import (
@@ -174,21 +174,17 @@ def latency_loader_same_id(context: CheckContext, params: LoaderParams) -> Verdi
 @check_kind("measure_latency", MeasureParams)
 def measure_latency(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation's latency_s is the duration of the timed generate call alone."""
-    for measured in timed_measurements(context, params):
-        verdict = judge_timed_call(params, measured.latency, measured.outcome, measured.max_new_tokens)
-        if verdict is not None:
-            return verdict
-    return Verdict.passed(f"{params.function} times only the generate call ({TIMING_GUIDANCE}).")
+    measurements = timed_measurements(context, params)
+    verdict = first_failure(judge_timed_call(params, m.latency, m.outcome, m.max_new_tokens) for m in measurements)
+    return verdict or Verdict.passed(f"{params.function} times only the generate call ({TIMING_GUIDANCE}).")
 
 
 @check_kind("measure_new_tokens", MeasureParams)
 def measure_new_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation counts the tokens really generated (also when the model stops early) and derives its rates."""
-    for measured in timed_measurements(context, params):
-        verdict = _judge_new_tokens(params, measured.value, measured.timed, measured.max_new_tokens)
-        if verdict is not None:
-            return verdict
-    return Verdict.passed(
+    measurements = timed_measurements(context, params)
+    verdict = first_failure(_judge_new_tokens(params, m.value, m.timed, m.max_new_tokens) for m in measurements)
+    return verdict or Verdict.passed(
         f"{params.function} counts the tokens really generated, also when the model stops early, and derives its rates from them."
     )
 
@@ -296,10 +292,9 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
     key = f"measure-use-cache:{params.measure_function}:{params.model}:{prompt}:{max_new_tokens}"
 
     def probe() -> bool:
-        outcome = context.call(
+        outcome = context.call_with_model(
             params.measure_function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
+            params.model,
             literal(prompt),
             literal(max_new_tokens),
             literal(params.use_cache),

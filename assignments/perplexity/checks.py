@@ -28,7 +28,7 @@ from grader.checks.timing import (
     call_timed,
     judge_synchronize,
 )
-from grader.harness import CallOutcome, literal, model, model_spec
+from grader.harness import CallOutcome, literal
 from grader.quiet import quiet_libraries
 from grader.values import is_number, kind_of
 
@@ -39,10 +39,9 @@ def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[s
     key = "evaluation:" + json.dumps([params.function, params.model, texts, batch_size])
     outcome = context.once(
         key,
-        lambda: context.call(
+        lambda: context.call_with_model(
             params.function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
+            params.model,
             literal(texts),
             literal(batch_size),
         ),

@@ -398,10 +398,9 @@ def _timed_sweep(
     again (see :func:`again_while`) while it returns and ``too_long`` says a latency it reports reads too long."""
     return again_while(
         params.attempts,
-        lambda: context.call(
+        lambda: context.call_with_model(
             params.function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
+            params.model,
             *arguments,
             pace_s=params.pace_s,
             watch=(params.measure_function,),
@@ -1079,10 +1078,9 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
     outcome = again_while(
         params.attempts,
-        lambda: context.call(
+        lambda: context.call_with_model(
             params.function,
-            model(model_spec(params.model, dtype="float32")),
-            context.tokenizer(params.model),
+            params.model,
             literal(max_new_tokens),
             watch=(params.measure_function,),
         ),

@@ -10,14 +10,14 @@ round), compares them with the reference computed in the grader's process, and r
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from grader.facts import GradedBy, Outcome
-from grader.harness import CallOutcome, Harness, tokenizer
+from grader.harness import CallOutcome, Harness, model, model_spec, tokenizer
 from grader.values import kind_of
 
 if TYPE_CHECKING:
@@ -192,11 +192,24 @@ class CheckContext:
             function, list(args), kwargs, timeout_s=self.timeout_s, pace_s=pace_s, figures=figures, watch=watch
         )
 
+    def call_with_model(
+        self, function: str, hub_id: str, *args: dict[str, Any], device: str = "auto", dtype: str = "float32", **options: Any
+    ) -> CallOutcome:
+        """Call ``function(model, tokenizer, *args)``: the zoo's ``hub_id`` model and the starter's tokenizer for it."""
+        return self.call(
+            function, model(model_spec(hub_id, device=device, dtype=dtype)), self.tokenizer(hub_id), *args, **options
+        )
+
     def returned(self, outcome: CallOutcome, what: str) -> Any:
         """The value a call returned, or stop the check with a message saying what went wrong."""
         if outcome.ok:
             return outcome.value
         raise StopCheck(failed_call(outcome, what))
+
+
+def first_failure(verdicts: Iterable[Verdict | None]) -> Verdict | None:
+    """The first verdict that is not None (judgements return None when all is well), or None."""
+    return next((verdict for verdict in verdicts if verdict is not None), None)
 
 
 def failed_call(outcome: CallOutcome, what: str) -> Verdict:

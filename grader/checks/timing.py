@@ -18,7 +18,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
 from grader.evidence import generated_anything
-from grader.harness import CallOutcome, literal, model, model_spec
+from grader.harness import CallOutcome, literal
 from grader.values import kind_of
 
 T = TypeVar("T")
@@ -66,14 +66,8 @@ def call_timed(
 
     ``more`` are further argument recipes; ``pace_s`` paces the call (see ``Harness.call``).
     """
-    outcome = context.call(
-        function,
-        model(model_spec(hub_id, device=device, dtype=dtype)),
-        context.tokenizer(hub_id),
-        literal(prompt),
-        literal(max_new_tokens),
-        *more,
-        pace_s=pace_s,
+    outcome = context.call_with_model(
+        function, hub_id, literal(prompt), literal(max_new_tokens), *more, device=device, dtype=dtype, pace_s=pace_s
     )
     misuse = cuda_misuse(outcome, function, context.on_cuda)
     if misuse is not None:
