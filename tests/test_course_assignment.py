@@ -246,7 +246,6 @@ KILLER = '''
 def kills_its_worker(context: CheckContext, params: CountParams) -> Verdict:
     """A grader bug, made to order: the check kills the process grading the submission when count_words('x') is 99."""
     import os
-import shutil
     import signal
 
     if context.returned(context.call(params.function, literal("x")), "count_words('x')") == 99:
