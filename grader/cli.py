@@ -315,6 +315,32 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
     click.echo(str(kit.folder))
 
 
+@main.command("list-kinds", context_settings=CONTEXT)
+@click.argument("assignment", required=False)
+@_course_option
+def list_kinds(assignment: str | None, course_dir: Path | None) -> None:
+    """List the check kinds a rubric can name: the grader's generic ones, and ASSIGNMENT's own.
+
+    Each kind with where it is declared (the grader package, the assignment's checks.py or
+    hidden_checks.py), what it judges, and the params it takes.
+    """
+    from grader.course import HIDDEN_CHECKS, PUBLIC_CHECKS, Course, find_course_root
+
+    try:
+        course = Course(find_course_root(course_dir))
+        kinds = course.assignment(assignment).kinds if assignment else course.kinds
+    except GraderError as error:
+        _exit_with(error)
+    table = Table(title=f"Check kinds of {assignment}" if assignment else "The grader's generic check kinds")
+    for column in ("kind", "declared in", "judges", "params"):
+        table.add_column(column)
+    for name, kind in sorted(kinds.items()):
+        module = getattr(kind.run, "__module__", "")
+        where = {".checks": PUBLIC_CHECKS, ".hidden_checks": HIDDEN_CHECKS}.get(module[module.rfind(".") :], "grader")
+        table.add_row(name, where, kind.description, ", ".join(kind.params.model_fields))
+    Console().print(table)
+
+
 def _grade(
     paths: Sequence[Path],
     assignment: str | None,

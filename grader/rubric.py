@@ -62,7 +62,7 @@ class CheckSpec(Strict):
 
     id: str = Field(description="Stable identifier, unique in the rubric (lower-case, digits, - and _).")
     name: str = Field(description="Title shown to students and instructors.")
-    kind: str = Field(description="The check kind that runs it (see `grade --list-checks`).")
+    kind: str = Field(description="The check kind that runs it (see `grade list-kinds ASSIGNMENT`).")
     target: str = Field(description="The student function or notebook variable it grades (used as a tag).")
     points: float = Field(ge=0, description="Points it is worth.")
     visibility: Literal["public", "hidden"] = Field(

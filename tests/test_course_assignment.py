@@ -276,3 +276,18 @@ def test_a_worker_that_dies_gives_an_internal_error_that_the_next_run_grades_aga
     again = run_grade(*arguments)
     assert "1 unchanged submission was not graded again" in again.stdout + again.stderr
     assert json.loads((out / "fatal" / "results.json").read_text())["extra_data"]["internal_error"] is True
+
+
+def test_the_kinds_a_rubric_can_name_are_listed_with_where_they_come_from(toy_course: Path) -> None:
+    listed = subprocess.run(
+        [sys.executable, "-m", "grader", "list-kinds", NAME, "--course", str(toy_course)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in listed.stdout.splitlines() if line.count("│") >= 4}
+    assert rows["word_count"] == "checks.py" and rows["word_count_drawn"] == "hidden_checks.py"
+    assert rows["written_answer"] == "grader" and "kills_its_worker" not in rows
+    assert "count_words on the rubric's texts." in listed.stdout and "function, texts" in listed.stdout
