@@ -19,8 +19,11 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
     # nor precision; the ablation keys have a space; the table has no quantized row; measure_batched
     # has no latency_per_sample_s column, and builds every batch with the first size's count of prompts
     # (the later ones made long, so its two timed calls take different times: the first row is judged
-    # against the call it reports, not the other call of that size); probe_edge_prompts reports the very
-    # short prompt's metrics for the repetitive one (on the tiny model both calls can take the same time).
+    # against the call it reports, not the other call of that size); probe_edge_prompts reports for the
+    # repetitive prompt the very short one's metrics, scaled: no call returned them. (An exact copy is
+    # not always visible: on the tiny model, with this measure_generation's paced tokenizer inside its
+    # timer, the two calls can return the same latency within the tolerance, and then either entry's
+    # metrics are the other's as far as anything can tell; such a copy failed this test once in five runs.)
     "tokenizer-seconds-info-keys-table-columns": [
         (
             "        batch = [prompts[i % len(prompts)] for i in range(batch_size)]",
@@ -49,7 +52,7 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
             "            for kind, prompt in edge_prompts.items()}",
             "    results = {kind: measure_generation(model, tokenizer, [prompt], max_new_tokens=max_new_tokens)\n"
             "               for kind, prompt in edge_prompts.items()}\n"
-            '    results["repetitive"] = results["very_short"]\n'
+            '    results["repetitive"] = {key: value * 3 for key, value in results["very_short"].items()}\n'
             "    return results",
         ),
         (
@@ -309,6 +312,6 @@ def test_callers_of_a_measure_function_that_ignores_its_prompts_are_judged_by_wh
     assert result == "passed" and "what measure_generation measured for its batch" in message
 
 
-def test_an_edge_entry_copying_another_entrys_metrics_is_named(bundles) -> None:
+def test_an_edge_entry_reporting_metrics_no_call_of_its_own_returned_is_named(bundles) -> None:
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "edge-prompts")
     assert result == "failed" and "reports for 'repetitive'" in message, message
