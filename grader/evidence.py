@@ -36,7 +36,21 @@ import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
+
+from grader.kernel.protocol import (
+    BypassEvent,
+    Event,
+    ForwardEvent,
+    GenerateEvent,
+    OnnxRunEvent,
+    SynchronizeEvent,
+    TokenizeEvent,
+)
+
+# The events stamped with a start and an end, and those that can hold a pacing pause.
+Stamped = GenerateEvent | TokenizeEvent | SynchronizeEvent | ForwardEvent | OnnxRunEvent
+Paced = GenerateEvent | TokenizeEvent
 
 # The two clocks (grader's, kernel's) are both monotonic; this covers rounding and message latency.
 CLOCK_SLACK_S = 0.05
@@ -120,35 +134,51 @@ def _seconds(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def produced_tokens(event: dict[str, Any]) -> bool:
+def _is_paced(event: Event) -> TypeGuard[Paced]:
+    return event["type"] in ("generate", "tokenize")
+
+
+def _is_stamped(event: Event) -> TypeGuard[Stamped]:
+    return event["type"] in ("generate", "tokenize", "synchronize", "forward", "onnx_run")
+
+
+def _generates(events: Sequence[Event]) -> list[GenerateEvent]:
+    return [event for event in events if event["type"] == "generate"]
+
+
+def _paced_s(event: Event) -> float:
+    return (_seconds(event["paced_s"]) or 0.0) if _is_paced(event) else 0.0
+
+
+def produced_tokens(event: GenerateEvent) -> bool:
     """Whether a recorded generate call returned sequences longer than its prompt (what the runtime paces)."""
-    output, inputs = event.get("output_shape"), event.get("input_shape")
-    if event.get("error") or not isinstance(output, list) or not output:
+    output, inputs = event["output_shape"], event["input_shape"]
+    if event["error"] or not isinstance(output, list) or not output:
         return False
     prompt = inputs[-1] if isinstance(inputs, list) and inputs else 0
     return isinstance(output[-1], int) and isinstance(prompt, int) and output[-1] > prompt
 
 
-def generated_anything(event: dict[str, Any]) -> bool:
+def generated_anything(event: GenerateEvent) -> bool:
     """Whether a recorded generate call returned and produced at least one new token (what a check counts)."""
-    if event.get("error"):
+    if event["error"]:
         return False
-    counts = event.get("new_tokens")
+    counts = event["new_tokens"]
     if isinstance(counts, list) and counts:
         return any(isinstance(count, int) and count > 0 for count in counts)
     return produced_tokens(event)
 
 
-def _overlapping(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _overlapping(events: Sequence[Event]) -> tuple[Paced, Paced] | None:
     """Two generate or tokenizer events that overlap in time: the runtime records only the outermost of each,
     one after another on the thread that runs the call, so only a forged stamp overlaps another."""
     stamped = sorted(
         (
             (start, end, event)
             for event in events
-            if event.get("type") in ("generate", "tokenize")
-            and (start := _seconds(event.get("start"))) is not None
-            and (end := _seconds(event.get("end"))) is not None
+            if _is_paced(event)
+            and (start := _seconds(event["start"])) is not None
+            and (end := _seconds(event["end"])) is not None
         ),
         key=lambda item: item[0],
     )
@@ -158,7 +188,7 @@ def _overlapping(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict
     return None
 
 
-def attribute_pauses(events: Sequence[dict[str, Any]], measured: Measured) -> tuple[tuple[dict[str, Any], ...], str]:
+def attribute_pauses(events: Sequence[Event], measured: Measured) -> tuple[tuple[Event, ...], str]:
     """The call's events, each that holds a pause the grader served given that pause's length as ``paced_s``; and
     what in them contradicts the grader's log of the pauses it served ("" when nothing).
 
@@ -170,26 +200,26 @@ def attribute_pauses(events: Sequence[dict[str, Any]], measured: Measured) -> tu
     """
     if measured.pauses is None:
         return tuple(events), ""
-    claimed = next((event for event in events if "paced_s" in event), None)
-    if claimed is not None:
+    claimed = next((event for event in events if _is_paced(event) and event["paced_s"] is not None), None)
+    if claimed is not None and _is_paced(claimed):
         return tuple(events), (
-            f"a {claimed.get('type', 'recorded')} event records a length of pacing ({claimed.get('paced_s')!r}), "
+            f"a {claimed['type']} event records a length of pacing ({claimed['paced_s']!r}), "
             "which the grader's runtime never knows: the grader serves each pause and measures it itself"
         )
     served = {pause.seq: pause for pause in measured.pauses}
     held: set[str] = set()
-    attributed: list[dict[str, Any]] = []
+    attributed: list[Event] = []
     for event in events:
-        if "pause" not in event:
+        if not _is_paced(event) or event["pause"] is None:
             attributed.append(event)
             continue
-        kind, seq = event.get("type", "recorded"), str(event.get("pause"))[:32]
+        kind, seq = event["type"], str(event["pause"])[:32]
         pause = served.get(seq)
         if pause is None or seq in held:
             again = "again " if pause is not None else ""
             return tuple(events), f"a {kind} event records {again}a pause (number {seq}) that the grader did not serve"
         held.add(seq)
-        start, end = _seconds(event.get("start")), _seconds(event.get("end"))
+        start, end = _seconds(event["start"]), _seconds(event["end"])
         if measured.clock_origin is not None:
             origin = measured.clock_origin
             if (
@@ -202,7 +232,9 @@ def attribute_pauses(events: Sequence[dict[str, Any]], measured: Measured) -> tu
                     f"the grader held the kernel from {pause.start - origin:.3f} s to {pause.end - origin:.3f} s (by its clock), "
                     f"outside the {kind} event that records the pause ({start!r} to {end!r} s)"
                 )
-        attributed.append({**event, "paced_s": pause.seconds})
+        held_event = event.copy()
+        held_event["paced_s"] = pause.seconds
+        attributed.append(held_event)
     if len(held) < len(served):
         return tuple(events), (
             f"the grader paused the kernel {len(measured.pauses)} time(s) during the call, but its records hold "
@@ -211,7 +243,7 @@ def attribute_pauses(events: Sequence[dict[str, Any]], measured: Measured) -> tu
     return tuple(attributed), ""
 
 
-def forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
+def forgery(duration_s: Any, events: Sequence[Event], measured: Measured) -> str:
     """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
     return recorded_forgery(duration_s, events, measured) or scheduled_forgery(events, measured)
 
@@ -225,52 +257,44 @@ def altered_runtime(measured: Measured) -> str:
     return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
 
 
-def recorded_forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured: Measured) -> str:
+def recorded_forgery(duration_s: Any, events: Sequence[Event], measured: Measured) -> str:
     """What the records claim that the grader's clock, its pacing and the runtime's integrity rule out: the same
     records give the same answer however busy the machine was."""
     changed = altered_runtime(measured)
     if changed:
         return changed
-    bypass = next((event for event in events if event.get("type") == "bypass"), None)
+    bypass: BypassEvent | None = next((event for event in events if event["type"] == "bypass"), None)
     if bypass is not None:
         return (
-            f"a generation loop (GenerationMixin.{bypass.get('method')}) ran outside the grader's instrumented generate: "
+            f"a generation loop (GenerationMixin.{bypass['method']}) ran outside the grader's instrumented generate: "
             "generate was called around the instrumentation"
         )
     unlooped = next(
-        (
-            event
-            for event in events
-            if event.get("type") == "generate" and generated_anything(event) and not _count(event.get("decoding_loops"))
-        ),
+        (event for event in _generates(events) if generated_anything(event) and not _count(event["decoding_loops"])),
         None,
     )
     if unlooped is not None:
         return (
             "a generate event records new tokens, but no decoding loop ran inside it: the instrumented generate did not record it"
         )
-    replaced = next(
-        (event for event in events if event.get("type") == "generate" and event.get("instrumentation_replaced")), None
-    )
+    replaced = next((event for event in _generates(events) if event["instrumentation_replaced"]), None)
     if replaced is not None:
         names = ", ".join(map(str, replaced["instrumentation_replaced"]))
         return f"a generate call ran while the grader's instrumentation was replaced ({names})"
     ceiling = measured.wall_s + CLOCK_SLACK_S
-    claims = [("the call", duration_s)] + [
-        (f"a {event.get('type', 'recorded')} event", event.get("duration_s")) for event in events
-    ]
+    claims = [("the call", duration_s)] + [("a generate event", event["duration_s"]) for event in _generates(events)]
     for name, value in claims:
         seconds = _seconds(value)
         if seconds is not None and not 0 <= seconds <= ceiling:
             return f"{name} took {seconds:.3f} s by the kernel's records, in a request of {measured.wall_s:.3f} s by the grader's clock"
-    paced = [seconds for event in events if (seconds := _seconds(event.get("paced_s"))) is not None and seconds > 0]
+    paced = [seconds for event in events if (seconds := _paced_s(event)) > 0]
     if sum(paced) > ceiling:
         return f"the records claim {sum(paced):.3f} s of pacing in a request of {measured.wall_s:.3f} s by the grader's clock"
-    for event in events:
-        paced_s, start, end = _seconds(event.get("paced_s")), _seconds(event.get("start")), _seconds(event.get("end"))
+    for event in filter(_is_paced, events):
+        paced_s, start, end = _paced_s(event), _seconds(event["start"]), _seconds(event["end"])
         if paced_s and start is not None and end is not None and end - start < paced_s - CLOCK_SLACK_S / 5:
             return (
-                f"a {event.get('type', 'recorded')} event records {paced_s:.3f} s of pacing but lasted {end - start:.3f} s "
+                f"a {event['type']} event records {paced_s:.3f} s of pacing but lasted {end - start:.3f} s "
                 "(the pacing was not slept)"
             )
     if measured.pace_s > 0:
@@ -281,23 +305,19 @@ def recorded_forgery(duration_s: Any, events: Sequence[dict[str, Any]], measured
             if wrong is not None:
                 return f"an event records {wrong:.3f} s of pacing, but the grader asked for {measured.pace_s:.3f} s"
         generates = sorted(
-            (
-                event
-                for event in events
-                if event.get("type") == "generate" and (produced_tokens(event) or generated_anything(event))
-            ),
-            key=lambda event: _seconds(event.get("start")) or 0.0,
+            (event for event in _generates(events) if produced_tokens(event) or generated_anything(event)),
+            key=lambda event: _seconds(event["start"]) or 0.0,
         )
-        if generates and not _seconds(generates[0].get("paced_s")):
+        if generates and not _seconds(generates[0]["paced_s"]):
             return "a generate call produced tokens without the pacing the grader asked for (it was switched off)"
     overlap = _overlapping(events)
     if overlap is not None:
         earlier, later = overlap
-        return f"a {later.get('type')} event is stamped inside a {earlier.get('type')} event (the runtime records them one after another)"
+        return f"a {later['type']} event is stamped inside a {earlier['type']} event (the runtime records them one after another)"
     return ""
 
 
-def scheduled_forgery(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+def scheduled_forgery(events: Sequence[Event], measured: Measured) -> str:
     """What the kernel's CPU time rules out (the main thread's timeline, the price of a token, the tree's share):
     evidence that a machine busy enough can starve an honest call of, so the grader measures a call again before
     it rules on this alone (grader/harness.py); a forgery repeats, a scheduling accident does not."""
@@ -309,9 +329,9 @@ def scheduled_forgery(events: Sequence[dict[str, Any]], measured: Measured) -> s
         return priced
     if measured.cpu_s is not None:
         claimed = sum(
-            max(0.0, (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0))
-            for event in events
-            if event.get("type") == "generate" and str(event.get("model_device", "cpu")).startswith("cpu")
+            max(0.0, (_seconds(event["duration_s"]) or 0.0) - _paced_s(event))
+            for event in _generates(events)
+            if event["model_device"].startswith("cpu")
         )
         if claimed >= CPU_MIN_CLAIM_S and measured.cpu_s < CPU_SHARE * claimed:
             return (
@@ -321,41 +341,41 @@ def scheduled_forgery(events: Sequence[dict[str, Any]], measured: Measured) -> s
     return ""
 
 
-def work_and_pause(event: dict[str, Any], origin: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
+def work_and_pause(event: Stamped, origin: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     """An event's work and its pacing, as (start, end) intervals on the clock ``origin`` gives its times from.
 
     The runtime sleeps a generate's pacing after it returns, a tokenizer call's before it runs.
     """
     start, end = origin + float(event["start"]), origin + float(event["end"])
-    paced = _seconds(event.get("paced_s")) or 0.0
-    if event.get("type") == "generate":
+    paced = _paced_s(event)
+    if event["type"] == "generate":
         return (start, end - paced), (end - paced, end)
     return (start + paced, end), (start, start + paced)
 
 
-def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+def _timeline(events: Sequence[Event], measured: Measured) -> str:
     """What the main thread's sampled CPU time rules out of the events' own times ("" when nothing)."""
     if measured.clock_origin is None or len(measured.timeline) < 2:
         return ""
     timeline = Timeline(measured.timeline)
     first, last = timeline.times[0], timeline.times[-1]
-    for event in events:
-        start, end = _seconds(event.get("start")), _seconds(event.get("end"))
+    for event in filter(_is_stamped, events):
+        start, end = _seconds(event["start"]), _seconds(event["end"])
         if start is None or end is None:
             continue
         if measured.clock_origin + start < first - CLOCK_SLACK_S or measured.clock_origin + end > last + CLOCK_SLACK_S:
-            return f"a {event.get('type', 'recorded')} event is stamped outside the request, by the grader's clock"
-        paced = _seconds(event.get("paced_s")) or 0.0
+            return f"a {event['type']} event is stamped outside the request, by the grader's clock"
+        paced = _paced_s(event)
         compute, sleep = work_and_pause(event, measured.clock_origin)
         if paced > 2 * TIMELINE_SLACK_S:
             ran = timeline.cpu_between(*sleep)
             if ran > SLEEP_SHARE * paced + TIMELINE_SLACK_S:
                 return (
-                    f"the pacing a {event.get('type')} event records ({paced:.3f} s) was not slept: the kernel's main thread "
+                    f"the pacing a {event['type']} event records ({paced:.3f} s) was not slept: the kernel's main thread "
                     f"ran {ran:.3f} s of it (sampled by the grader from /proc)"
                 )
         length = compute[1] - compute[0]
-        if event.get("type") == "generate" and _torch_on_cpu(event) and not event.get("error") and length >= RUN_MIN_INTERVAL_S:
+        if event["type"] == "generate" and _torch_on_cpu(event) and not event["error"] and length >= RUN_MIN_INTERVAL_S:
             ran = timeline.cpu_between(*compute)
             if ran < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
                 return (
@@ -365,37 +385,35 @@ def _timeline(events: Sequence[dict[str, Any]], measured: Measured) -> str:
     return ""
 
 
-def _torch_on_cpu(event: dict[str, Any]) -> bool:
+def _torch_on_cpu(event: GenerateEvent) -> bool:
     """Whether a generate ran a PyTorch model on the CPU: its work then runs on the calling thread (and its tokens
     have the grader's price). An ONNX Runtime session computes on threads of its own while the caller waits, and a
     GPU's work is not the kernel's CPU time."""
-    return str(event.get("model_device", "cpu")).startswith("cpu") and str(event.get("model_type", "transformers.")).startswith(
-        "transformers."
-    )
+    return str(event["model_device"]).startswith("cpu") and str(event["model_type"]).startswith("transformers.")
 
 
-def decoding_steps(event: dict[str, Any]) -> int:
+def decoding_steps(event: GenerateEvent) -> int:
     """The new tokens a generate call produced for its longest row (what its loop had to run)."""
-    counts = event.get("new_tokens")
+    counts = event["new_tokens"]
     if isinstance(counts, list) and counts and all(isinstance(count, int) and not isinstance(count, bool) for count in counts):
         return max(counts)
     if produced_tokens(event):
-        return int(event["output_shape"][-1]) - int((event.get("input_shape") or [0])[-1])
+        return int((event["output_shape"] or [0])[-1]) - int((event["input_shape"] or [0])[-1])
     return 0
 
 
-def _priced(events: Sequence[dict[str, Any]], measured: Measured) -> str:
+def _priced(events: Sequence[Event], measured: Measured) -> str:
     """What the price of a token on this machine rules out: tokens made faster than the model can make them."""
     price = measured.token_price_s
     if not price:
         return ""
     total = 0
-    for event in events:
-        if event.get("type") != "generate" or event.get("error") or not _torch_on_cpu(event):
+    for event in _generates(events):
+        if event["error"] or not _torch_on_cpu(event):
             continue  # priced on PyTorch models only: an ONNX Runtime model's tokens may cost less
         steps = decoding_steps(event)
         total += steps
-        work = (_seconds(event.get("duration_s")) or 0.0) - (_seconds(event.get("paced_s")) or 0.0)
+        work = (_seconds(event["duration_s"]) or 0.0) - _paced_s(event)
         if steps >= 2 and work < PRICE_SHARE * steps * price:
             return (
                 f"a generate call claims {steps} new tokens in {work * 1000:.1f} ms, but this model needs "

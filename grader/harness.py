@@ -14,10 +14,36 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
 
 from grader.evidence import Measured, altered_runtime, attribute_pauses, recorded_forgery, scheduled_forgery
 from grader.execute import KernelReply, KernelSession
+from grader.kernel.protocol import (
+    Answer,
+    CallRequest,
+    Event,
+    FigureEvent,
+    ForwardEvent,
+    GenerateEvent,
+    GenerateRequest,
+    HandleRecipe,
+    LiteralRecipe,
+    MappingRecipe,
+    ModelRecipe,
+    ModelSpec,
+    NameInfo,
+    OnnxModelRecipe,
+    OnnxRunEvent,
+    PathRecipe,
+    Recipe,
+    Request,
+    ReturnedEvent,
+    SynchronizeEvent,
+    TokenizeEvent,
+    TokenizerRecipe,
+)
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.values import bounded, decode
 
@@ -62,48 +88,52 @@ class CallOutcome:
     pace_s: float = 0.0  # the pacing the grader used for this call (the asked one, varied per call)
     stdout: str = ""
     stderr: str = ""
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[Event, ...] = ()
     start: float | None = None
     end: float | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: Answer = field(default_factory=lambda: Answer(status="internal"))
 
     @property
     def ok(self) -> bool:
         """Whether the call returned a value."""
         return self.status == "returned"
 
-    def generate_events(self) -> list[dict[str, Any]]:
+    def generate_events(self) -> list[GenerateEvent]:
         """The instrumented generate calls made during this call, in order."""
-        return [event for event in self.events if event.get("type") == "generate"]
+        return [event for event in self.events if event["type"] == "generate"]
 
-    def forward_events(self) -> list[dict[str, Any]]:
+    def forward_events(self) -> list[ForwardEvent]:
         """The instrumented forward passes (outside generate) made during this call."""
-        return [event for event in self.events if event.get("type") == "forward"]
+        return [event for event in self.events if event["type"] == "forward"]
 
-    def onnx_run_events(self) -> list[dict[str, Any]]:
+    def onnx_run_events(self) -> list[OnnxRunEvent]:
         """The ONNX Runtime session runs (``InferenceSession.run``) made during this call."""
-        return [event for event in self.events if event.get("type") == "onnx_run"]
+        return [event for event in self.events if event["type"] == "onnx_run"]
 
-    def synchronize_events(self) -> list[dict[str, Any]]:
+    def tokenize_events(self) -> list[TokenizeEvent]:
+        """The tokenizer calls the student's code made during this (paced) call."""
+        return [event for event in self.events if event["type"] == "tokenize"]
+
+    def synchronize_events(self) -> list[SynchronizeEvent]:
         """The ``torch.cuda.synchronize`` calls made during this call."""
-        return [event for event in self.events if event.get("type") == "synchronize"]
+        return [event for event in self.events if event["type"] == "synchronize"]
 
-    def returned_events(self, function: str) -> list[dict[str, Any]]:
+    def returned_events(self, function: str) -> list[ReturnedEvent]:
         """What the watched notebook ``function`` returned each time this call called it."""
-        return [event for event in self.events if event.get("type") == "returned" and event.get("function") == function]
+        return [event for event in self.events if event["type"] == "returned" and event["function"] == function]
 
-    def figure_events(self) -> list[dict[str, Any]]:
+    def figure_events(self) -> list[FigureEvent]:
         """The figures this call drew, showed or left open (when the call watched figures)."""
-        return [event for event in self.events if event.get("type") == "figure"]
+        return [event for event in self.events if event["type"] == "figure"]
 
 
-# Argument recipes: how the kernel builds each argument of a call.
-def literal(value: Any) -> dict[str, Any]:
+# Argument recipes: how the kernel builds each argument of a call (grader/kernel/protocol.py).
+def literal(value: Any) -> LiteralRecipe:
     """A JSON value passed as is."""
     return {"$lit": value}
 
 
-def model_spec(hub_id: str, quantization: str = "none", device: str = "auto", dtype: str = "auto") -> dict[str, Any]:
+def model_spec(hub_id: str, quantization: str = "none", device: str = "auto", dtype: str = "auto") -> ModelSpec:
     """The JSON spec the kernel and the grader's reference side both load a model from.
 
     ``dtype="auto"`` is float16 on CUDA and float32 on the CPU (see ``runtime.load_kwargs``).
@@ -111,22 +141,24 @@ def model_spec(hub_id: str, quantization: str = "none", device: str = "auto", dt
     return {"hub_id": hub_id, "quantization": quantization, "dtype": dtype, "device": device}
 
 
-def model(spec: dict[str, Any]) -> dict[str, Any]:
+def model(spec: ModelSpec) -> ModelRecipe:
     """A model loaded in the kernel from a spec (cached there for the session)."""
     return {"$model": spec}
 
 
-def onnx_model(path: str, file_name: str) -> dict[str, Any]:
+def onnx_model(path: str, file_name: str) -> OnnxModelRecipe:
     """An ONNX Runtime causal LM loaded in the kernel with Optimum from ``path/file_name`` (cached there)."""
     return {"$onnx_model": {"path": path, "file_name": file_name}}
 
 
-def mapping(recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def mapping(recipes: dict[str, Recipe]) -> MappingRecipe:
     """A dict whose values are built from recipes (for example, models by label)."""
     return {"$dict": recipes}
 
 
-def tokenizer(hub_id: str, pad_token: str = "none", padding_side: str = "default") -> dict[str, Any]:
+def tokenizer(
+    hub_id: str, pad_token: Literal["none", "eos"] = "none", padding_side: Literal["default", "left", "right"] = "default"
+) -> TokenizerRecipe:
     """``AutoTokenizer.from_pretrained(hub_id)`` in the kernel, set up as the starter's loader is told to.
 
     ``pad_token="eos"`` reuses the end-of-text token as the pad token; ``padding_side`` is set
@@ -136,12 +168,12 @@ def tokenizer(hub_id: str, pad_token: str = "none", padding_side: str = "default
     return {"$tokenizer": {"hub_id": hub_id, "pad_token": pad_token, "padding_side": padding_side}}
 
 
-def notebook_value(*path: Any) -> dict[str, Any]:
+def notebook_value(*path: Any) -> PathRecipe:
     """A value the notebook defines, by name and optional item path."""
     return {"$path": list(path)}
 
 
-def handle(name: str) -> dict[str, Any]:
+def handle(name: str) -> HandleRecipe:
     """An object the kernel kept from an earlier request."""
     return {"$handle": name}
 
@@ -209,12 +241,12 @@ class Harness:
         # An answer the probe cannot have given (it raised, or something else published): an empty fingerprint.
         return {str(key): str(value) for key, value in entries.items()} if isinstance(entries, dict) else {}
 
-    def _price(self, request: dict[str, Any], again: bool = False) -> float | None:
+    def _price(self, request: Request, again: bool = False) -> float | None:
         """The lowest price per generated token among the models a call passes; for a call that passes none (the
         notebook loads its own), the lowest of any model it could load. None where there is no price. ``again``:
         measured once more, the lower price kept (a price measured on a busy moment overstates it)."""
-        recipes = [*request.get("args", []), *dict(request.get("kwargs") or {}).values()]
-        hub_ids = {str(recipe["$model"]["hub_id"]) for recipe in recipes if isinstance(recipe, dict) and "$model" in recipe}
+        recipes: list[Recipe] = [*request["args"], *request["kwargs"].values()] if request["op"] == "call" else []
+        hub_ids = {cast(ModelRecipe, recipe)["$model"]["hub_id"] for recipe in recipes if "$model" in recipe}
         if not hub_ids:
             return self.lowest_token_price(again=again) if self.lowest_token_price is not None else None
         prices = [
@@ -247,8 +279,8 @@ class Harness:
     def call(
         self,
         function: str,
-        args: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
-        kwargs: dict[str, dict[str, Any]] | None = None,
+        args: list[Recipe] | tuple[Recipe, ...] = (),
+        kwargs: dict[str, Recipe] | None = None,
         timeout_s: float | None = None,
         keep_as: str | None = None,
         pace_s: float = 0.0,
@@ -268,7 +300,7 @@ class Harness:
         ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`. A call ruled out by
         CPU time alone (which a busy machine can starve an honest call of) is made once more, and judged on that.
         """
-        request = {
+        request: CallRequest = {
             "op": "call",
             "function": function,
             "args": list(args),
@@ -285,12 +317,12 @@ class Harness:
         """A notebook variable (or an item inside it), as a plain value."""
         return self._ask({"op": "describe", "path": list(path)}, timeout_s)
 
-    def inspect(self, names: list[str]) -> dict[str, dict[str, Any]]:
+    def inspect(self, names: list[str]) -> dict[str, NameInfo]:
         """Which of ``names`` the notebook defines, with their types and signatures."""
         outcome = self._ask({"op": "inspect", "names": names}, None)
         return dict(outcome.raw.get("names", {})) if outcome.ok else {}
 
-    def load_model(self, spec: dict[str, Any], handle_name: str, timeout_s: float | None = None) -> CallOutcome:
+    def load_model(self, spec: ModelSpec, handle_name: str, timeout_s: float | None = None) -> CallOutcome:
         """Load a model in the kernel (from a spec or the notebook's load arguments) and keep it."""
         return self._ask({"op": "load_model", "spec": spec, "handle": handle_name}, timeout_s)
 
@@ -304,11 +336,11 @@ class Harness:
         item: int | None = None,
     ) -> CallOutcome:
         """Greedy-generate from a kept model (``item``: the model is that item of the kept value): does it produce text?"""
-        request = {
+        request: GenerateRequest = {
             "op": "generate",
             "handle": handle_name,
             "item": item,
-            "tokenizer": tokenizer_id,
+            "tokenizer": {"hub_id": tokenizer_id, "pad_token": "none", "padding_side": "default"},
             "prompt": prompt,
             "max_new_tokens": max_new_tokens,
         }
@@ -325,10 +357,7 @@ class Harness:
 
     def release(self, handles: list[str] | None = None) -> None:
         """Let the kernel free kept objects."""
-        request: dict[str, Any] = {"op": "release"}
-        if handles is not None:
-            request["handles"] = handles
-        self._ask(request, None)
+        self._ask({"op": "release", "handles": handles} if handles is not None else {"op": "release"}, None)
 
     def notebook_events(self) -> CallOutcome:
         """What the instrumentation recorded while the notebook's cells ran."""
@@ -336,13 +365,14 @@ class Harness:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _ask(self, request: dict[str, Any], timeout_s: float | None, measure_again: bool = True) -> CallOutcome:
+    def _ask(self, request: Request, timeout_s: float | None, measure_again: bool = True) -> CallOutcome:
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
-        pace_s = float(request.get("pace_s") or 0.0)
+        pace_s = request["pace_s"] if request["op"] == "call" else 0.0
         served = self.session.pause_paths is not None
-        sent = {**request, "channel": channel}
-        if pace_s:
+        sent = request.copy()
+        sent["channel"] = channel
+        if sent["op"] == "call" and pace_s:
             # The kernel asks the grader for each pause and is never told its length; where it has no channel to
             # ask on, it sleeps one length drawn for the whole call (see PACE_FACTORS).
             sent["pace_s"] = 0.0 if served else (pace_s := self._pause_length(pace_s)())
@@ -382,8 +412,8 @@ class Harness:
         outcome = replace(outcome, pace_s=pace_s)
         if not why:
             return outcome
-        if "function" in request:
-            self.tampered.setdefault(str(request["function"]), why)
+        if request["op"] == "call":
+            self.tampered.setdefault(request["function"], why)
         return replace(outcome, status="tampered", message=why)
 
     def _pause_length(self, pace_s: float) -> Callable[[], float]:
@@ -391,8 +421,8 @@ class Harness:
         each pause the grader serves, or once per call where the kernel sleeps its pacing itself)."""
         return lambda: round(pace_s * self._pacing.uniform(*PACE_FACTORS), 4)
 
-    def _answer(self, request: dict[str, Any], reply: KernelReply, timeout: float) -> CallOutcome:
-        what = f"the grading request {request['op']!r}" + (f" ({request['function']})" if "function" in request else "")
+    def _answer(self, request: Request, reply: KernelReply, timeout: float) -> CallOutcome:
+        what = f"the grading request {request['op']!r}" + (f" ({request['function']})" if request["op"] == "call" else "")
         if reply.status == "timeout":
             return CallOutcome(
                 "timeout", message=f"{what} did not finish within {timeout:.0f} s and was interrupted", wall_s=reply.duration_s
@@ -411,9 +441,13 @@ class Harness:
             answer = json.loads(reply.payload, parse_constant=_reject_constant)
         except ValueError as error:
             return CallOutcome("internal", message=f"{what} answered with malformed JSON: {error}", wall_s=reply.duration_s)
-        if not isinstance(answer, dict):
-            return CallOutcome("internal", message=f"{what} answered with {type(answer).__name__}", wall_s=reply.duration_s)
-        return _outcome_from_answer(answer, reply.duration_s)
+        typed, wrong = validated_answer(answer)
+        if typed is None:
+            why = f"{what} answered with {wrong}, which the grader's runtime never sends: the runtime in the kernel was tampered with"
+            if request["op"] == "call":
+                self.tampered.setdefault(request["function"], why)
+            return CallOutcome("tampered", message=why, wall_s=reply.duration_s)
+        return _outcome_from_answer(typed, reply.duration_s)
 
     def _failed(self, reply: KernelReply, what: str) -> CallOutcome:
         if reply.status == "dead":
@@ -431,21 +465,54 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _items(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+# Answers and events are validated against the protocol's types when they arrive (grader/kernel/protocol.py); each
+# event by its own type's adapter, so that what is wrong with one is said of that type.
+ANSWER = TypeAdapter(Answer)
+EVENT_TYPES: dict[str, TypeAdapter[Any]] = {
+    get_args(get_type_hints(event_type)["type"])[0]: TypeAdapter(event_type) for event_type in get_args(Event)
+}
 
 
-def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
-    status = answer.get("status", "internal")
-    if status not in ("returned", "raised", "missing", "signature", "internal"):
-        status = "internal"
+def validated_answer(answer: Any) -> tuple[Answer | None, str]:
+    """``answer`` as the protocol's ``Answer`` (its events each validated as their type; unknown fields dropped, strings
+    and lists cut to the runtime's caps), or None and what about it the runtime cannot have sent."""
+    if not isinstance(answer, dict):
+        return None, f"an answer that is {type(answer).__name__}, not an object"
+    events = answer.get("events", [])
+    if not isinstance(events, list):
+        return None, f"events that are {type(events).__name__}, not a list"
+    checked: list[Event] = []
+    for number, event in enumerate(events[:MAX_EVENTS], 1):
+        kind = event.get("type") if isinstance(event, dict) else None
+        adapter = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+        if adapter is None:
+            return None, f"event {number}, of an unknown type ({repr(kind)[:40]})"
+        try:
+            checked.append(adapter.validate_python(bounded(event, MAX_IDS)))
+        except ValidationError as error:
+            return None, f"event {number} (a {kind} event): {_first_error(error)}"
+    try:
+        typed = ANSWER.validate_python({**answer, "events": []})
+    except ValidationError as error:
+        return None, _first_error(error)
+    if "events" in answer:
+        typed["events"] = checked
+    return typed, ""
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+def _outcome_from_answer(answer: Answer, wall_s: float) -> CallOutcome:
+    status: CallStatus = answer["status"]
+    raw_exception = answer.get("exception")
     exception = None
-    if isinstance(answer.get("exception"), dict):
-        raw = answer["exception"]
+    if raw_exception is not None:
         exception = ExceptionInfo(
-            str(raw.get("type", "Error"))[:MAX_STRING],
-            str(raw.get("message", ""))[:MAX_STRING],
-            str(raw.get("traceback", ""))[:MAX_STRING],
+            raw_exception["type"][:MAX_STRING], raw_exception["message"][:MAX_STRING], raw_exception["traceback"][:MAX_STRING]
         )
     value: Any = None
     if "value" in answer:
@@ -456,12 +523,12 @@ def _outcome_from_answer(answer: dict[str, Any], wall_s: float) -> CallOutcome:
         status=status,
         value=value,
         exception=exception,
-        message=str(answer.get("message", ""))[:MAX_STRING],
+        message=answer.get("message", "")[:MAX_STRING],
         duration_s=answer.get("duration_s"),
         wall_s=wall_s,
-        stdout=str(answer.get("stdout", ""))[:MAX_CAPTURE],
-        stderr=str(answer.get("stderr", ""))[:MAX_CAPTURE],
-        events=tuple(bounded(event, MAX_IDS) for event in _items(answer.get("events"))[:MAX_EVENTS] if isinstance(event, dict)),
+        stdout=answer.get("stdout", "")[:MAX_CAPTURE],
+        stderr=answer.get("stderr", "")[:MAX_CAPTURE],
+        events=tuple(answer.get("events", [])),
         start=answer.get("start"),
         end=answer.get("end"),
         raw=answer,

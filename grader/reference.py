@@ -16,6 +16,7 @@ from typing import Any
 from grader import scratch
 from grader.errors import CourseError
 from grader.kernel import runtime
+from grader.kernel.protocol import ModelSpec
 from grader.quiet import quiet_libraries
 from grader.zoo import ModelZoo
 
@@ -51,7 +52,7 @@ class ReferenceModels:
         """Where ``from_pretrained`` reads ``hub_id`` from: the zoo's folder, or the hub."""
         return str(self.zoo.snapshot(hub_id)) if self.zoo is not None else hub_id
 
-    def model(self, spec: dict[str, Any]) -> Any:
+    def model(self, spec: ModelSpec) -> Any:
         """The model a spec describes (``hub_id``, ``quantization``, ``dtype``, ``device``)."""
         key = "model:" + repr(sorted(spec.items()))
         if key not in self._cache:

@@ -20,29 +20,18 @@ from grader.evidence import (
     recorded_forgery,
     scheduled_forgery,
 )
+from tests.events import event, generate_event, tokenize_event
 
 PACE = 0.2437
 
 
-def generate(start: float, duration: float, paced: float | None = None, device: str = "cpu", **fields: Any) -> dict[str, Any]:
-    event = {
-        "type": "generate",
-        "start": start,
-        "end": start + duration,
-        "duration_s": duration,
-        "input_shape": [1, 5],
-        "output_shape": [1, 29],
-        "model_device": device,
-        "decoding_loops": 1,  # the instrumented generate counts the decoding loop that ran inside it
-        **fields,
-    }
-    if paced is not None:
-        event["paced_s"] = paced
-    return event
+def generate(start: float, duration: float, paced: float | None = None, device: str = "cpu", **fields: Any) -> Any:
+    made = {"start": start, "duration_s": duration, "output_shape": [1, 29], "model_device": device, "paced_s": paced}
+    return generate_event(**{**made, **fields})
 
 
-def tokenize(start: float, paced: float = PACE) -> dict[str, Any]:
-    return {"type": "tokenize", "start": start, "end": start + paced + 0.001, "paced_s": paced}
+def tokenize(start: float, paced: float = PACE) -> Any:
+    return tokenize_event(start, start + paced + 0.001, paced_s=paced)
 
 
 def honest() -> list[dict[str, Any]]:
@@ -108,10 +97,10 @@ def test_claims_too_small_for_proc_are_left_to_the_other_evidence(claim: float) 
 
 
 def test_produced_tokens_reads_shapes_as_the_runtime_paces() -> None:
-    assert produced_tokens({"input_shape": [2, 5], "output_shape": [2, 7]})
-    assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 5]})
-    assert not produced_tokens({"input_shape": [2, 5], "output_shape": [2, 7], "error": "RuntimeError: x"})
-    assert not produced_tokens({"output_shape": "forged"})
+    assert produced_tokens(generate_event(input_shape=[2, 5], output_shape=[2, 7]))
+    assert not produced_tokens(generate_event(input_shape=[2, 5], output_shape=[2, 5]))
+    assert not produced_tokens(generate_event(input_shape=[2, 5], output_shape=[2, 7], error="RuntimeError: x"))
+    assert not produced_tokens(generate_event(valid=False, output_shape="forged"))
 
 
 ORIGIN = 1000.0  # the kernel's clock origin on the grader's clock
@@ -191,15 +180,7 @@ def test_pacing_an_event_did_not_last_is_ruled_out() -> None:
 
 def test_a_forged_warm_up_the_runtime_would_have_paced_is_ruled_out() -> None:
     """A warm-up event pushed into the recorder with token counts only (no shapes), then an honest timed call."""
-    forged = {
-        "type": "generate",
-        "start": 0.0,
-        "end": 0.02,
-        "duration_s": 0.02,
-        "new_tokens": [4],
-        "model_device": "cpu",
-        "decoding_loops": 1,
-    }
+    forged = generate_event(start=0.0, end=0.02, new_tokens=[4], input_shape=None, output_shape=None)
     events = [forged, tokenize(0.05), generate(0.3, 0.08 + PACE, paced=PACE)]
     assert "produced tokens without the pacing" in forgery(0.7, events, Measured(1.0, PACE, 0.3))
 
@@ -241,7 +222,7 @@ def test_tokens_the_kernel_never_spent_cpu_on_are_ruled_out() -> None:
 
 def test_a_generate_called_around_the_instrumentation_is_ruled_out() -> None:
     """The original generate taken from the wrapper's closure: its decoding loop still reports itself."""
-    events = [{"type": "bypass", "method": "_sample", "time": 0.1}, *honest()]
+    events = [event("bypass", method="_sample", time=0.1), *honest()]
     assert forgery(0.8, events, Measured(1.0, PACE, 0.3)) == (
         "a generation loop (GenerationMixin._sample) ran outside the grader's instrumented generate: generate was "
         "called around the instrumentation"
@@ -260,7 +241,7 @@ def test_a_generate_run_while_a_wrapper_was_swapped_out_is_ruled_out() -> None:
 def test_a_generate_event_no_decoding_loop_ran_in_is_ruled_out() -> None:
     """A forged event, pacing and all, pushed into the recorder: the instrumented generate never counted a loop in it."""
     forged = generate(0.3, 0.02 + PACE, paced=PACE)
-    del forged["decoding_loops"]
+    forged["decoding_loops"] = 0
     events = [tokenize(0.0), forged, generate(0.6, 0.08)]
     assert forgery(0.7, events, Measured(1.0, PACE, 0.3)) == (
         "a generate event records new tokens, but no decoding loop ran inside it: the instrumented generate did not record it"
@@ -299,7 +280,7 @@ def served_call() -> tuple[list[dict[str, Any]], tuple[Pause, ...]]:
     """Tokenize and warm-up each holding a pause the grader served (the runtime records its number, not its length),
     then the timed generate; and the grader's log of those pauses, on its clock (the kernel's origin at ORIGIN)."""
     events = [
-        {"type": "tokenize", "start": 0.0, "end": 0.2512, "pause": 1},
+        tokenize_event(0.0, 0.2512, pause=1),
         generate(0.3, 0.08 + 0.2801, pause=2),
         generate(0.7, 0.08),
     ]

@@ -10,6 +10,7 @@ from transformers import GenerationConfig
 
 from grader.checks.timing import carries_prompt, judge_generate_inputs, max_matching
 from grader.kernel.runtime import _new_tokens_limit, _unpadded_rows
+from tests.events import generate_event
 
 
 class WordTokenizer:
@@ -33,8 +34,7 @@ def event(rows: list[list[int]], limit: Any = 8, **fields: Any) -> dict[str, Any
     """A made-up generate event with these unpadded rows."""
     width = max(len(row) for row in rows)
     made = {"rows": rows, "input_shape": [len(rows), width], "output_shape": [len(rows), width + 8], "new_tokens_limit": limit}
-    made.update(fields)
-    return made
+    return generate_event(valid=False, **{**made, **fields})
 
 
 TOKENIZER = WordTokenizer()
@@ -72,8 +72,8 @@ def test_the_limit_in_force_must_be_max_new_tokens(limit: Any, wrong: bool) -> N
 
 
 def test_no_readable_ids_fail() -> None:
-    assert judge_generate_inputs(TOKENIZER, {"rows": None}, [PROMPTS[2]], 8, "f") is not None
-    assert judge_generate_inputs(TOKENIZER, {"rows": [["x"]]}, [PROMPTS[2]], 8, "f") is not None
+    assert judge_generate_inputs(TOKENIZER, generate_event(rows=None), [PROMPTS[2]], 8, "f") is not None
+    assert judge_generate_inputs(TOKENIZER, generate_event(valid=False, rows=[["x"]]), [PROMPTS[2]], 8, "f") is not None
 
 
 def test_matching_gives_each_row_a_distinct_prompt() -> None:

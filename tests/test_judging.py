@@ -13,14 +13,12 @@ from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
 from grader.checks.timing import warmup_before
 from grader.evidence import generated_anything
+from tests.events import event, generate_event, synchronize_event
 
 
 def generate(start: float, end: float, **fields: Any) -> dict[str, Any]:
     """A made-up generate event."""
-    event = {"type": "generate", "start": start, "end": end, "duration_s": end - start, "model_serial": 1}
-    event.update({"model_device": "cpu", "new_tokens": [4], "input_shape": [1, 5], "output_shape": [1, 9]})
-    event.update(fields)
-    return event
+    return generate_event(**{"start": start, "end": end, "new_tokens": [4], **fields})
 
 
 @pytest.mark.parametrize(
@@ -83,8 +81,8 @@ def test_a_warm_up_must_generate_tokens_on_the_same_model_and_device() -> None:
 
 
 def test_generated_anything_reads_the_output_width_when_no_counts_were_recorded() -> None:
-    assert generated_anything({"input_shape": [2, 5], "output_shape": [2, 7]})
-    assert not generated_anything({"input_shape": [2, 5], "output_shape": [2, 5]})
+    assert generated_anything(generate_event(input_shape=[2, 5], output_shape=[2, 7]))
+    assert not generated_anything(generate_event(input_shape=[2, 5], output_shape=[2, 5]))
 
 
 def _notebook(*markdown: str) -> Any:
@@ -148,7 +146,7 @@ def measure_returned(*arguments: tuple[str, Any], latency: float = 0.5, tokens: 
 
     described = [[name, value if isinstance(value, dict) else describe(value)] for name, value in arguments]
     value = describe({"latency_s": latency, "new_tokens": tokens, "tokens_per_s": tokens / latency, "ms_per_token": 1.0})
-    return {"type": "returned", "function": "measure_generation", "time": 0.0, "arguments": described, "value": value}
+    return event("returned", function="measure_generation", time=0.0, arguments=described, value=value)
 
 
 def tokenizer_at(side: str) -> dict[str, Any]:
@@ -333,7 +331,7 @@ def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> 
 
 def synchronize(start: float, end: float) -> dict[str, Any]:
     """A made-up torch.cuda.synchronize event."""
-    return {"type": "synchronize", "start": start, "end": end}
+    return synchronize_event(start, end)
 
 
 @pytest.mark.parametrize(

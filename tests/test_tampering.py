@@ -93,12 +93,25 @@ FORGERIES = {
         "    for k, paced in ((0, 0.25), (1, None)):\n"
         "        event = {'type': 'generate', 'start': now + k, 'end': now + k + 0.6, 'duration_s': 0.6,\n"
         "                 'input_shape': [1, len(ids)], 'output_shape': [1, len(ids) + n], 'rows': [ids],\n"
-        "                 'new_tokens': [n], 'model_device': 'cpu', 'forward_calls': n}\n"
+        "                 'new_tokens': [n], 'model_device': 'cpu', 'forward_calls': n, 'model_id': id(model),\n"
+        "                 'model_serial': runtime.model_serial(model), 'model_quantization': None,\n"
+        "                 'model_type': 'transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel', 'model_dtype': 'torch.float32',\n"
+        "                 'model_training': False, 'grad_enabled': False, 'kwargs': {}, 'positional_args': 0,\n"
+        "                 'input_device': 'cpu', 'input_ids': ids, 'padding_side': None, 'max_new_tokens': n,\n"
+        "                 'use_cache': True, 'new_tokens_limit': n}\n"
         "        if paced: event['paced_s'] = paced\n"
         "        R.record(event)\n"
         "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
         "    return 0.6\n",
         ("records a length of pacing", "no decoding loop ran inside it", "during which the kernel's main thread ran"),
+    ),
+    # An event the runtime cannot have recorded (fields missing or of the wrong type): named on arrival, before any
+    # judge reads it (grader/kernel/protocol.py).
+    "malformed_event": (
+        "def malformed_event(model, tokenizer, prompt, n):\n"
+        "    R.record({'type': 'generate', 'start': R.now(), 'end': 'later', 'new_tokens': [n]})\n"
+        "    return 0.01\n",
+        ("answered with event 1 (a generate event)", "which the grader's runtime never sends"),
     ),
     "unwrapped": (
         "def unwrapped(model, tokenizer, prompt, n):\n"
@@ -149,7 +162,7 @@ def test_an_honest_timed_call_is_trusted_with_its_pacing_varied(kernel: Harness)
     outcome = timed(kernel, "honest")
     assert outcome.status == "returned", outcome.message
     # The tokenizer's pause and the warm-up's, each drawn by the grader (0.2 s times 1.0 to 1.3) and served by it.
-    paced = [event["paced_s"] for event in outcome.events if "paced_s" in event]
+    paced = [seconds for event in outcome.events if (seconds := event.get("paced_s")) is not None]
     assert len(paced) == 2 and all(0.2 <= seconds <= 0.26 for seconds in paced) and paced[0] != paced[1]
     assert kernel.tampered == {}
 

@@ -31,6 +31,7 @@ from grader.checks.timing import (
 )
 from grader.evidence import generated_anything
 from grader.harness import CallOutcome, ExceptionInfo, literal
+from grader.kernel.protocol import FigureAxes, GenerateEvent
 from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
@@ -359,7 +360,7 @@ class TimedMeasurement:
     use_cache: bool
     outcome: CallOutcome
     value: dict[str, Any]
-    timed: dict[str, Any]
+    timed: GenerateEvent
     latency: float
 
 
@@ -380,11 +381,11 @@ def timed_measurements(context: CheckContext, params: MeasureParams) -> list[Tim
     return measurements
 
 
-def _earlier_calls(events: list[dict[str, Any]]) -> str:
+def _earlier_calls(events: list[GenerateEvent]) -> str:
     """How the generate calls before the timed one ended, for feedback."""
     described = []
     for event in events:
-        if event.get("error"):
+        if event["error"]:
             described.append(f"one raised {str(event['error']).split(':')[0]}")
         elif not generated_anything(event):
             described.append("one generated no token")
@@ -482,12 +483,12 @@ def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int],
     return frame
 
 
-def _timed_per_row(frame: Frame, outcome: CallOutcome) -> list[dict[str, Any] | None]:
+def _timed_per_row(frame: Frame, outcome: CallOutcome) -> list[GenerateEvent | None]:
     """For each row, the last generate call whose prompt had that row's prompt_tokens."""
     events = outcome.generate_events()
-    timed: list[dict[str, Any] | None] = []
+    timed: list[GenerateEvent | None] = []
     for tokens in frame.column("prompt_tokens"):
-        matching = [e for e in events if e.get("input_shape") and is_number(tokens) and e["input_shape"][-1] == tokens]
+        matching = [e for e in events if (shape := e["input_shape"]) and is_number(tokens) and shape[-1] == tokens]
         timed.append(matching[-1] if matching else None)
     return timed
 
@@ -515,7 +516,7 @@ def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
     lengths, outcome, frame = sweep.lengths, sweep.outcome, sweep.frame
     prompt_tokens = frame.column("prompt_tokens")
     timed = _timed_per_row(frame, outcome)
-    measured = sorted({e["input_shape"][-1] for e in outcome.generate_events() if e.get("input_shape")})
+    measured = sorted({shape[-1] for e in outcome.generate_events() if (shape := e["input_shape"])})
     for column in SWEEP_COLUMNS:
         bad = [v for v in frame.column(column) if not is_number(v) or float(v) <= 0]
         if bad:
@@ -553,7 +554,7 @@ def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
 
 def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome: CallOutcome) -> Verdict:
     figures = outcome.figure_events()
-    axes = [ax for figure in figures for ax in figure.get("axes", [])]
+    axes = [ax for figure in figures for ax in figure["axes"]]
     if not axes:
         return Verdict.failed(
             f"{params.function} drew no figure: plot latency and tokens/s against prompt length with matplotlib.",
@@ -566,10 +567,10 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
         "latency": [latency, [1000 * v for v in latency]],
         "tokens/s": [[float(v) for v in frame.column("tokens_per_s")]],
     }
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, FigureAxes] = {}
     for name, ys in wanted.items():
         for ax in axes:
-            for series in ax.get("series", []):
+            for series in ax["series"]:
                 if any(_close(series.get("y"), y, params.rel_tolerance) for y in ys) and any(
                     _close(series.get("x"), x, params.rel_tolerance) for x in xs
                 ):
@@ -585,7 +586,7 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
     unlabelled = [
         f"the {name} plot has no {' or '.join(a for a in ('xlabel', 'ylabel') if not str(ax.get(a, '')).strip())}"
         for name, ax in found.items()
-        if not str(ax.get("xlabel", "")).strip() or not str(ax.get("ylabel", "")).strip()
+        if not str(ax["xlabel"]).strip() or not str(ax["ylabel"]).strip()
     ]
     if unlabelled:
         return Verdict.failed(
@@ -626,13 +627,13 @@ def precision_sweep_call(context: CheckContext, params: PrecisionSweepParams) ->
     return prompt, max_new_tokens, outcome
 
 
-def _segments(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _segments(events: list[GenerateEvent]) -> list[list[GenerateEvent]]:
     """Generate calls split where the model or its dtype changes: one segment per precision measured."""
-    segments: list[list[dict[str, Any]]] = []
+    segments: list[list[GenerateEvent]] = []
     for event in events:
-        if segments and (segments[-1][-1].get("model_serial"), segments[-1][-1].get("model_dtype")) == (
-            event.get("model_serial"),
-            event.get("model_dtype"),
+        if segments and (segments[-1][-1]["model_serial"], segments[-1][-1]["model_dtype"]) == (
+            event["model_serial"],
+            event["model_dtype"],
         ):
             segments[-1].append(event)
         else:
@@ -666,7 +667,7 @@ def precision_sweep_result(context: CheckContext, params: PrecisionSweepParams) 
     return PrecisionSweep(call, max_new_tokens, outcome, value, resolved)
 
 
-def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> list[dict[str, Any]]:
+def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> list[GenerateEvent]:
     """The timed generate of each precision's run, or stop when the sweep never generated."""
     segments = _segments(sweep.outcome.generate_events())
     if not segments:
@@ -675,7 +676,7 @@ def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> 
     # A warm-up on a model of its own (charged in measure_generation's warm-up check) makes a segment
     # of its own: when the segments run with the asked max_new_tokens cover every precision, they are
     # the timed ones.
-    asked = [event for event in timed if event.get("max_new_tokens") == sweep.max_new_tokens]
+    asked = [event for event in timed if event["max_new_tokens"] == sweep.max_new_tokens]
     return asked if len(asked) >= len(params.precisions) else timed
 
 
@@ -714,7 +715,7 @@ def judge_fp16_run(sweep: PrecisionSweep, params: PrecisionSweepParams) -> Verdi
     """Whether a timed generate of the sweep ran a float16 model, when a precision resolves to float16."""
     timed = timed_per_precision(sweep, params)
     wanted = [p for p in params.precisions if sweep.resolved[p][0] == "torch.float16"]
-    dtypes = [event.get("model_dtype") for event in timed]
+    dtypes = [event["model_dtype"] for event in timed]
     if wanted and "torch.float16" not in dtypes:
         return Verdict.failed(
             f"On CUDA, no timed generate of the precision sweep ran a float16 model (dtypes {dtypes}): "

@@ -18,6 +18,7 @@ from grader.checks.timing import (
     judge_timed_call,
 )
 from grader.harness import CallOutcome, literal
+from grader.kernel.protocol import GenerateEvent
 from grader.values import is_number, kind_of
 
 from .checks import (
@@ -200,9 +201,9 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
         if wrong_inputs is not None:
             return wrong_inputs
         problems = []
-        if timed.get("use_cache") is not use_cache:
+        if timed["use_cache"] is not use_cache:
             problems.append(f"use_cache={timed.get('use_cache')} instead of {use_cache}")
-        if str(timed.get("input_device")) != str(timed.get("model_device")):
+        if str(timed["input_device"]) != str(timed["model_device"]):
             problems.append(f"the inputs are on {timed.get('input_device')} but the model is on {timed.get('model_device')}")
         if problems:
             return Verdict.failed(
@@ -217,7 +218,7 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
 
 
 def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: dict[str, Any], max_new_tokens: int) -> Verdict | None:
-    generated = int(timed.get("new_tokens", [max_new_tokens])[0])
+    generated = int((timed["new_tokens"] if timed["new_tokens"] is not None else [max_new_tokens])[0])
     reported, latency = value["new_tokens"], float(value["latency_s"])
     if not is_number(reported) or int(reported) != reported or int(reported) != generated:
         if reported == max_new_tokens and generated != max_new_tokens:
@@ -255,10 +256,10 @@ def sweep_settings(context: CheckContext, params: SweepParams) -> Verdict:
     problems = []
     drops_cache = None
     for event in _timed_per_prompt(outcome, min(lengths)):
-        tokens = event["input_shape"][-1]
-        if event.get("max_new_tokens") != max_new_tokens:
+        tokens = (event["input_shape"] or [0])[-1]
+        if event["max_new_tokens"] != max_new_tokens:
             problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event.get('max_new_tokens')}")
-        if event.get("use_cache") is not params.use_cache:
+        if event["use_cache"] is not params.use_cache:
             drops_cache = _measure_drops_use_cache(context, params) if drops_cache is None else drops_cache
             if not drops_cache:
                 problems.append(f"the {tokens}-token prompt ran with use_cache={event.get('use_cache')}")
@@ -273,12 +274,12 @@ def sweep_settings(context: CheckContext, params: SweepParams) -> Verdict:
     return Verdict.passed(f"Every timed generate of the sweep used the same max_new_tokens and use_cache{note}.")
 
 
-def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[dict[str, Any]]:
+def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[GenerateEvent]:
     """The last generate call of each distinct prompt of at least ``shortest`` tokens (short warm-up prompts aside)."""
-    last: dict[tuple[int, ...], dict[str, Any]] = {}
+    last: dict[tuple[int, ...], GenerateEvent] = {}
     for event in outcome.generate_events():
-        if event.get("input_shape") and event["input_shape"][-1] >= shortest:
-            key = tuple(event.get("input_ids") or ())
+        if (shape := event["input_shape"]) and shape[-1] >= shortest:
+            key = tuple(event["input_ids"] or ())
             last.pop(key, None)
             last[key] = event
     return list(last.values())
@@ -300,7 +301,7 @@ def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool
             literal(params.use_cache),
         )
         events = outcome.generate_events()
-        return bool(events) and events[-1].get("use_cache") is not params.use_cache
+        return bool(events) and events[-1]["use_cache"] is not params.use_cache
 
     return context.once(key, probe)
 
@@ -311,10 +312,10 @@ def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams
     sweep = precision_sweep_result(context, params)
     timed, max_new_tokens = timed_per_precision(sweep, params), sweep.max_new_tokens
     problems = []
-    prompts = {tuple(event.get("input_ids") or ()) for event in timed}
+    prompts = {tuple(event["input_ids"] or ()) for event in timed}
     if len(prompts) > 1:
         problems.append(f"the timed calls used {len(prompts)} different prompts")
-    tokens = sorted({str(event.get("max_new_tokens")) for event in timed})
+    tokens = sorted({str(event["max_new_tokens"]) for event in timed})
     if tokens != [str(max_new_tokens)]:
         problems.append(f"max_new_tokens was {', '.join(tokens)}")
     if problems:

@@ -29,6 +29,7 @@ from grader.checks.timing import (
     judge_synchronize,
 )
 from grader.harness import CallOutcome, literal
+from grader.kernel.protocol import ForwardEvent
 from grader.quiet import quiet_libraries
 from grader.values import is_number, kind_of
 
@@ -105,7 +106,7 @@ def perplexity_loss(context: CheckContext, params: LossParams) -> Verdict:
     return judge_loss(returned.found, returned.variants, returned.where, params.rel_tolerance, returned.data)
 
 
-def _forward_passes(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, list[dict[str, Any]]]:
+def _forward_passes(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, list[ForwardEvent]]:
     texts, batch_size, outcome = evaluation_call(context, params)
     context.returned(outcome, params.function)
     forwards = outcome.forward_events()
@@ -126,14 +127,12 @@ def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
     _, _, forwards = _forward_passes(context, params)
     problems = []
     # Sampled inside forward (after every pre-hook) and read off its loss and logits: a hook cannot turn gradients on unseen.
-    with_grad = sum(
-        1 for event in forwards if event.get("grad_enabled") is not False or event.get("output_requires_grad") is True
-    )
+    with_grad = sum(1 for event in forwards if event["grad_enabled"] is not False or event["output_requires_grad"] is True)
     if with_grad:
         problems.append(
             f"{with_grad} of {len(forwards)} forward passes ran with gradients on: wrap the loop in torch.no_grad() or torch.inference_mode()"
         )
-    training = sum(1 for event in forwards if event.get("model_training") is not False)
+    training = sum(1 for event in forwards if event["model_training"] is not False)
     if training:
         problems.append(f"{training} forward passes ran in training mode: keep the model in eval mode")
     elsewhere = [
@@ -160,8 +159,9 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
         lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
     wanted = [min(batch_size, len(texts) - start) for start in range(0, len(texts), batch_size)]
     longest = [max(lengths[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
-    sizes = [event["input_shape"][0] if event.get("input_shape") else None for event in forwards]
-    widths = [event["input_shape"][1] if len(event.get("input_shape") or []) > 1 else 0 for event in forwards]
+    shapes = [event["input_shape"] or [] for event in forwards]
+    sizes = [shape[0] if shape else None for shape in shapes]
+    widths = [shape[1] if len(shape) > 1 else 0 for shape in shapes]
     expected = f"{len(wanted)} forward passes of {wanted} texts"
     if sizes == wanted:
         short = [index for index, (width, needed) in enumerate(zip(widths, longest, strict=True)) if width < needed]

@@ -46,7 +46,7 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
         ) or judge_timed_call(params, float(latency), outcome, max_new_tokens)
         if verdict is not None:
             return verdict
-        generated = int(events[-1].get("new_tokens", [max_new_tokens])[0])
+        generated = int((events[-1]["new_tokens"] if events[-1]["new_tokens"] is not None else [max_new_tokens])[0])
         if not math.isclose(float(rate), generated / float(latency), rel_tol=params.rate_tolerance):
             if generated != max_new_tokens and math.isclose(
                 float(rate), max_new_tokens / float(latency), rel_tol=params.rate_tolerance

@@ -21,6 +21,7 @@ from grader.checks.timing import (
     judge_synchronize,
 )
 from grader.harness import CallOutcome, handle, model, model_spec
+from grader.kernel.protocol import GenerateEvent, ModelSpec
 from grader.replay import reference_side
 from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
@@ -167,11 +168,11 @@ def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
     return first, second
 
 
-def decoded_variants(context: CheckContext, hub_id: str, event: dict[str, Any]) -> dict[str, str]:
+def decoded_variants(context: CheckContext, hub_id: str, event: GenerateEvent) -> dict[str, str]:
     """The texts a correct decode of this generate call can give (with or without the prompt)."""
     reference_tokenizer = context.models.tokenizer(hub_id)
-    output_ids = list(event.get("output_ids") or [])
-    prompt_length = (event.get("input_shape") or [0, 0])[-1]
+    output_ids = list(event["output_ids"] or [])
+    prompt_length = (event["input_shape"] or [0, 0])[-1]
     variants = {}
     for skip in (True, False):
         variants[f"full, skip_special_tokens={skip}"] = reference_tokenizer.decode(output_ids, skip_special_tokens=skip)
@@ -420,7 +421,7 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
         loaded = []
         for index, item in enumerate(configurations):
             handle_name = f"configuration-{index}"
-            spec = {"hub_id": params.model, "load_args_path": [params.variable, index, "load_args"]}
+            spec: ModelSpec = {"hub_id": params.model, "load_args_path": [params.variable, index, "load_args"]}
             outcome = harness.load_model(spec, handle_name, timeout_s=context.timeout_s)
             if not outcome.ok:
                 error = str(outcome.exception) if outcome.exception else outcome.message
@@ -596,12 +597,12 @@ def _row_classes(context: CheckContext, params: ResultsTableParams, frame: Frame
     return [c.loaded_as() if c is not None else None for c in _row_configurations(context, params, frame)]
 
 
-def event_kind(event: dict[str, Any]) -> str | None:
+def event_kind(event: GenerateEvent) -> str | None:
     """What the model of a recorded generate call was: its quantization by layers, else its float dtype."""
-    label = event.get("model_quantization")
+    label = event["model_quantization"]
     if isinstance(label, str):
         return label
-    dtype = event.get("model_dtype")
+    dtype = event["model_dtype"]
     return FLOAT_KINDS.get(dtype, dtype) if isinstance(dtype, str) else None
 
 
@@ -609,17 +610,17 @@ def _same_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def generated_texts(context: CheckContext, hub_id: str, events: list[dict[str, Any]]) -> dict[str | None, set[str]]:
+def generated_texts(context: CheckContext, hub_id: str, events: list[GenerateEvent]) -> dict[str | None, set[str]]:
     """Every text a correct decode of the notebook's generate calls can give, by the kind of model that generated it."""
     texts: dict[str | None, set[str]] = {}
     tokenizer = context.models.tokenizer(hub_id)
     for event in events:
-        if not event.get("output_ids"):
+        if not event["output_ids"]:
             continue
         variants = set(decoded_variants(context, hub_id, event).values())
         # The prompt alone too: a generate_text_and_time that decodes its inputs is charged in generate-output,
         # not again here (its table honestly holds what it returned).
-        prompt_ids = list(event["output_ids"])[: (event.get("input_shape") or [0, 0])[-1]]
+        prompt_ids = list(event["output_ids"])[: (event["input_shape"] or [0, 0])[-1]]
         variants |= {tokenizer.decode(prompt_ids, skip_special_tokens=skip) for skip in (True, False)}
         texts.setdefault(event_kind(event), set()).update(_same_text(variant) for variant in variants)
     return texts

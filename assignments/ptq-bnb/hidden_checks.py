@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from typing import Any
 
 from pydantic import Field
 
@@ -21,6 +20,7 @@ from grader.checks.timing import (
     judge_timed_call,
     retry_while_too_long,
 )
+from grader.kernel.protocol import GenerateEvent
 from grader.values import is_number, kind_of
 
 from .checks import (
@@ -123,15 +123,15 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     if not notebook.ok:
         return failed_call(notebook, "the notebook's generate record")
     first_prompt_ids = list(context.models.tokenizer(params.model)(prompts[0])["input_ids"])
-    calls_by_model: dict[int, list[dict[str, Any]]] = {}
+    calls_by_model: dict[int, list[GenerateEvent]] = {}
     models_by_kind: dict[str | None, list[int]] = {}
     for event in notebook.generate_events():
-        ids = list(event.get("input_ids") or [])
+        ids = list(event["input_ids"] or [])
         if ids != first_prompt_ids:
             continue
         serial = int(event["model_serial"])
         if serial not in calls_by_model:
-            models_by_kind.setdefault(event.get("model_quantization"), []).append(serial)
+            models_by_kind.setdefault(event["model_quantization"], []).append(serial)
         calls_by_model.setdefault(serial, []).append(event)
     rows = list(
         zip(

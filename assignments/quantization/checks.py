@@ -41,6 +41,7 @@ from grader.checks.timing import (
     too_long,
 )
 from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
+from grader.kernel.protocol import GenerateEvent
 from grader.quiet import quiet_libraries
 from grader.replay import NotRecorded
 from grader.values import Frame, OnnxModel, decode, is_number, kind_of
@@ -70,12 +71,12 @@ def draw_prompts(context: CheckContext, params: PromptsParams, name: str) -> tup
     return prompts, rng.randint(*params.tokens)
 
 
-def timed_calls(outcome: CallOutcome) -> list[dict[str, Any]]:
+def timed_calls(outcome: CallOutcome) -> list[GenerateEvent]:
     """The last generate call of each run of calls on the same inputs (a warm-up, then the timed call)."""
-    timed: list[dict[str, Any]] = []
+    timed: list[GenerateEvent] = []
     previous: tuple[Any, ...] | None = None
     for event in outcome.generate_events():
-        key = (tuple(event.get("input_shape") or ()), tuple(event.get("input_ids") or ()), event.get("padding_side"))
+        key = (tuple(event["input_shape"] or ()), tuple(event["input_ids"] or ()), event["padding_side"])
         if key == previous and timed:
             timed[-1] = event
         else:
@@ -84,12 +85,12 @@ def timed_calls(outcome: CallOutcome) -> list[dict[str, Any]]:
     return timed
 
 
-def token_range(event: dict[str, Any]) -> tuple[int, int]:
+def token_range(event: GenerateEvent) -> tuple[int, int]:
     """New tokens of every sequence of a generate call: up to each one's end-of-text, and every generated position."""
-    rows = int((event.get("input_shape") or [1])[0])
-    width = int((event.get("output_shape") or [0, 0])[-1]) - int((event.get("input_shape") or [0, 0])[-1])
+    rows = int((event["input_shape"] or [1])[0])
+    width = int((event["output_shape"] or [0, 0])[-1]) - int((event["input_shape"] or [0, 0])[-1])
     width = max(width, 0)  # no output shape recorded (a generate that returned something else)
-    counts = event.get("new_tokens") or [width]
+    counts = event["new_tokens"] or [width]
     return int(sum(counts)), rows * width
 
 
@@ -162,7 +163,7 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
     timed = outcome.generate_events()[-1]
     low, high = token_range(timed)
     reported = value["new_tokens"]
-    rows = int((timed.get("input_shape") or [1])[0])
+    rows = int((timed["input_shape"] or [1])[0])
     if not low <= float(reported) <= high:
         first_only = rows > 1 and float(reported) * rows <= high and float(reported) <= high / rows
         why = f": it counts one sequence of the {rows}; count the new tokens of every sequence of the batch" if first_only else ""
@@ -367,11 +368,11 @@ class AblationParams(PromptsParams):
     )
 
 
-def _setting_events(outcome: CallOutcome, use_cache: bool, side: str, max_new_tokens: int) -> list[dict[str, Any]]:
+def _setting_events(outcome: CallOutcome, use_cache: bool, side: str, max_new_tokens: int) -> list[GenerateEvent]:
     return [
         event
         for event in outcome.generate_events()
-        if event.get("use_cache") is use_cache and event.get("padding_side") == side and tokens_limit(event) == max_new_tokens
+        if event["use_cache"] is use_cache and event["padding_side"] == side and tokens_limit(event) == max_new_tokens
     ]
 
 
@@ -491,7 +492,7 @@ def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
     """Every call of the watched ``function`` during a hidden call, in order (see :class:`MeasureCall`)."""
     calls = []
     for event in outcome.returned_events(function):
-        pairs = event.get("arguments")
+        pairs = event["arguments"]
         pairs = [pair for pair in pairs if isinstance(pair, list) and len(pair) == 2] if isinstance(pairs, list) else []
         values = [
             decode(description) if isinstance(description, dict) and description.get("kind") != "object" else description
@@ -510,7 +511,7 @@ def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
                 max_new_tokens=positional[3],
                 use_cache=positional[4],
                 padding_sides=frozenset(side for side in sides if isinstance(side, str)),
-                returned=decode(event.get("value")),
+                returned=decode(event["value"]),
             )
         )
     return calls
@@ -578,7 +579,7 @@ def _returned_latencies(outcome: CallOutcome, function: str) -> set[float]:
     return {
         float(item["latency_s"])
         for returned in outcome.returned_events(function)
-        if isinstance(item := decode(returned.get("value")), dict) and is_number(item.get("latency_s"))
+        if isinstance(item := decode(returned["value"]), dict) and is_number(item.get("latency_s"))
     }
 
 
@@ -619,21 +620,21 @@ def _batched_too_long(params: BatchParams, outcome: CallOutcome, max_new_tokens:
     return False
 
 
-def _timed_batches(outcome: CallOutcome, max_new_tokens: int) -> list[dict[str, Any]]:
+def _timed_batches(outcome: CallOutcome, max_new_tokens: int) -> list[GenerateEvent]:
     """The timed generate calls of a batching call: those with its max_new_tokens."""
     return [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
 
 
-def _batch_size(event: dict[str, Any]) -> int:
+def _batch_size(event: GenerateEvent) -> int:
     """How many rows a generate call ran."""
-    return int((event.get("input_shape") or [0])[0])
+    return int((event["input_shape"] or [0])[0])
 
 
-def _by_size(timed: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+def _by_size(timed: list[GenerateEvent]) -> dict[int, list[GenerateEvent]]:
     """The timed generate calls of each batch size, in order. One per size where the batches are built as asked;
     several where they are not (a measure_generation that ignores its prompts runs one row whatever the size),
     and a row is then judged against any of them: which call it reports is not for the grader to guess."""
-    by_size: dict[int, list[dict[str, Any]]] = {}
+    by_size: dict[int, list[GenerateEvent]] = {}
     for event in timed:
         by_size.setdefault(_batch_size(event), []).append(event)
     return by_size
@@ -661,7 +662,7 @@ class Batching:
     max_new_tokens: int
     outcome: CallOutcome
     frame: Frame
-    timed: list[dict[str, Any]]
+    timed: list[GenerateEvent]
     shapes: list[int]
     claimed: list[Any]  # the rows' own batch sizes: rows for other sizes than asked are the rows check's
 
@@ -914,7 +915,7 @@ def _quantized_runs(
     context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
 ) -> Verdict | None:
     """None if the INT8 model's loss comes from runs of its ONNX Runtime session over every text; else the failed verdict."""
-    runs = [event for event in outcome.onnx_run_events() if event.get("grader_session") is True]
+    runs = [event for event in outcome.onnx_run_events() if event["grader_session"] is True]
     if not runs:
         return Verdict.failed(
             f"{params.function} reports a loss for the INT8 model, but never ran its ONNX Runtime session: evaluate every "
@@ -924,8 +925,8 @@ def _quantized_runs(
         )
     with quiet_libraries():
         lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
-    counted = [event for event in runs if isinstance(event.get("row_tokens"), list)]
-    covered = sum(_count(tokens) for event in counted for tokens in event["row_tokens"])
+    counted = [row_tokens for event in runs if (row_tokens := event["row_tokens"]) is not None]
+    covered = sum(_count(count) for row_tokens in counted for count in row_tokens)
     if counted and covered < sum(lengths):
         return Verdict.failed(
             f"{params.function} ran the INT8 model's session on {covered} tokens in all ({len(runs)} runs), fewer than the "
@@ -934,8 +935,8 @@ def _quantized_runs(
             found=f"{covered} tokens in {len(runs)} runs",
         )
     quantized, _ = _label_result(value, "quantized", params.function)
-    sums: list[dict[str, Any]] = [event["nll_sums"] for event in runs if isinstance(event.get("nll_sums"), dict)]
-    counts: list[dict[str, Any]] = [event["nll_counts"] for event in runs if isinstance(event.get("nll_counts"), dict)]
+    sums: list[dict[str, Any]] = [event["nll_sums"] for event in runs if isinstance(event["nll_sums"], dict)]
+    counts: list[dict[str, Any]] = [event["nll_counts"] for event in runs if isinstance(event["nll_counts"], dict)]
     if len(sums) != len(runs) or len(counts) != len(runs):
         return None  # runs whose logits the kernel did not see (IO binding): coverage is the evidence
     try:
@@ -964,13 +965,13 @@ def _baseline_loss(
 ) -> Verdict:
     """The baseline's loss against the token-weighted reference at the batch size its own forward passes used."""
     loss, _ = _label_result(value, "baseline", params.function)
-    forwards = [event for event in outcome.forward_events() if event.get("input_shape")]
+    forwards = [event for event in outcome.forward_events() if event["input_shape"]]
     if not forwards:
         return Verdict.error(
             f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
             found="no forward pass",
         )
-    batch_size = int(forwards[0]["input_shape"][0])
+    batch_size = int((forwards[0]["input_shape"] or [1])[0])
     variants = reference_variants(context, params.model, texts, batch_size)
     data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
     where = f"on {len(texts)} hidden texts"
@@ -1103,9 +1104,7 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
     reference_tokenizer = context.models.tokenizer(params.model)
     timed = timed_calls(outcome)[:12]
     traits = [
-        edge_kinds(
-            list(e.get("input_ids") or []), reference_tokenizer.decode(e.get("input_ids") or [], skip_special_tokens=True), params
-        )
+        edge_kinds(list(e["input_ids"] or []), reference_tokenizer.decode(e["input_ids"] or [], skip_special_tokens=True), params)
         for e in timed
     ]
     kinds = {kind: [timed[index]] for kind, index in assign_kinds(traits, EDGE_KINDS).items()}
@@ -1223,7 +1222,7 @@ def _reports(params: EdgeParams, metrics: Any, span: tuple[tuple[float, float], 
     return _within(latency, span[0], params.rate_tolerance) and _within(produced, span[1], params.rate_tolerance)
 
 
-def _edge_fits(params: EdgeParams, metrics: Any, event: dict[str, Any], max_new_tokens: int) -> bool:
+def _edge_fits(params: EdgeParams, metrics: Any, event: GenerateEvent, max_new_tokens: int) -> bool:
     """Whether an edge entry's metrics are those of this generate call."""
     if not isinstance(metrics, dict) or not all(is_number(metrics.get(key)) for key in SETTING_METRICS):
         return False
@@ -1373,7 +1372,7 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
                 found=number(float(latency), "s"),
             )
         measured = _close(float(latency), latencies) or any(
-            judge_latency(params, float(latency), [event], int(event.get("max_new_tokens") or 0)) is None for event in events
+            judge_latency(params, float(latency), [event], int(event["max_new_tokens"] or 0)) is None for event in events
         )
         if not measured:
             return Verdict.failed(

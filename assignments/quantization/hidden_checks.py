@@ -57,11 +57,11 @@ def ablation_settings(context: CheckContext, params: AblationParams) -> Verdict:
     prompts, max_new_tokens, outcome, _ = _ablation(context, params)
     problems = []
     events = outcome.generate_events()
-    if not any(event.get("use_cache") is False for event in events):
+    if not any(event["use_cache"] is False for event in events):
         problems.append("use_cache=False never reached model.generate: pass use_cache=use_cache to generate")
-    if not any(event.get("padding_side") == "left" for event in events):
+    if not any(event["padding_side"] == "left" for event in events):
         problems.append("no generate call received left-padded inputs: set tokenizer.padding_side before tokenizing the prompts")
-    if not any(event.get("padding_side") == "right" for event in events):
+    if not any(event["padding_side"] == "right" for event in events):
         problems.append("no generate call received right-padded inputs")
     if not problems:
         missing = [setting_key(*setting) for setting in SETTINGS if not _setting_events(outcome, *setting, max_new_tokens)]

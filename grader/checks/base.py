@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from grader.facts import GradedBy, Outcome
 from grader.harness import CallOutcome, Harness, model, model_spec, tokenizer
+from grader.kernel.protocol import Recipe, TokenizerRecipe
 from grader.values import kind_of
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class CheckContext:
             return function(*args)
         return self.reference.expected(function, args)
 
-    def tokenizer(self, hub_id: str) -> dict[str, Any]:
+    def tokenizer(self, hub_id: str) -> TokenizerRecipe:
         """The recipe of the tokenizer a student function receives: as the starter's loader returns it."""
         contract = self.rubric.contract.tokenizer
         return tokenizer(hub_id, pad_token=contract.pad_token, padding_side=contract.padding_side)
@@ -181,11 +182,11 @@ class CheckContext:
     def call(
         self,
         function: str,
-        *args: dict[str, Any],
+        *args: Recipe,
         pace_s: float = 0.0,
         figures: bool = False,
         watch: tuple[str, ...] = (),
-        **kwargs: dict[str, Any],
+        **kwargs: Recipe,
     ) -> CallOutcome:
         """Call the student's ``function`` in the kernel (arguments are recipes; see :meth:`Harness.call`)."""
         return self.require_harness().call(
@@ -193,7 +194,7 @@ class CheckContext:
         )
 
     def call_with_model(
-        self, function: str, hub_id: str, *args: dict[str, Any], device: str = "auto", dtype: str = "float32", **options: Any
+        self, function: str, hub_id: str, *args: Recipe, device: str = "auto", dtype: str = "float32", **options: Any
     ) -> CallOutcome:
         """Call ``function(model, tokenizer, *args)``: the zoo's ``hub_id`` model and the starter's tokenizer for it."""
         return self.call(

@@ -19,6 +19,7 @@ from pydantic import Field
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
 from grader.evidence import generated_anything
 from grader.harness import CallOutcome, literal
+from grader.kernel.protocol import GenerateEvent, Recipe
 from grader.values import kind_of
 
 T = TypeVar("T")
@@ -57,7 +58,7 @@ def call_timed(
     hub_id: str,
     prompt: str,
     max_new_tokens: int,
-    *more: dict[str, Any],
+    *more: Recipe,
     device: str = "auto",
     dtype: str = "auto",
     pace_s: float = 0.0,
@@ -109,7 +110,7 @@ def retry_while_too_long(
     )
 
 
-def too_long(tolerance: LatencyTolerance, latency: Any, events: list[dict[str, Any]]) -> bool:
+def too_long(tolerance: LatencyTolerance, latency: Any, events: list[GenerateEvent]) -> bool:
     """Whether a latency exceeds the upper allowance over the call's last generate (worth a retry)."""
     if not events or not isinstance(latency, (int, float)):
         return False
@@ -117,7 +118,7 @@ def too_long(tolerance: LatencyTolerance, latency: Any, events: list[dict[str, A
 
 
 def judge_latency(
-    tolerance: LatencyTolerance, latency: float, events: list[dict[str, Any]], max_new_tokens: int
+    tolerance: LatencyTolerance, latency: float, events: list[GenerateEvent], max_new_tokens: int
 ) -> Verdict | None:
     """None if ``latency`` agrees with the last generate call; else the failed verdict that says how."""
     duration = float(events[-1]["duration_s"])
@@ -170,10 +171,8 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
     # them when the latency covers the time from the first of them to the end of the generate.
     between = [
         event
-        for event in outcome.events
-        if event.get("type") == "tokenize"
-        and event["end"] <= timed["start"]
-        and all(g["end"] <= event["start"] for g in events[:-1])
+        for event in outcome.tokenize_events()
+        if event["end"] <= timed["start"] and all(g["end"] <= event["start"] for g in events[:-1])
     ]
     covered = float(timed["end"]) - float(between[0]["start"]) if between else math.inf
     if latency >= covered * (1 - params.lower_rel) - params.lower_abs_s:
@@ -187,14 +186,12 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
     return verdict
 
 
-def warmup_before(events: list[dict[str, Any]], timed: dict[str, Any]) -> dict[str, Any] | None:
+def warmup_before(events: list[GenerateEvent], timed: GenerateEvent) -> GenerateEvent | None:
     """The warm-up of ``timed``: an earlier generate that really generated tokens on the same model and device."""
     for event in events:
         if event is timed or float(event["end"]) > float(timed["start"]):
             continue
-        same_model = event.get("model_serial") == timed.get("model_serial") and event.get("model_device") == timed.get(
-            "model_device"
-        )
+        same_model = event["model_serial"] == timed["model_serial"] and event["model_device"] == timed.get("model_device")
         if same_model and generated_anything(event):
             return event
     return None
@@ -271,9 +268,9 @@ def max_matching(fits: list[list[int]]) -> int:
     return sum(assign(row, set()) for row in range(len(fits)))
 
 
-def event_rows(event: dict[str, Any]) -> list[list[int]] | None:
+def event_rows(event: GenerateEvent) -> list[list[int]] | None:
     """The recorded rows of a generate call (ids without padding), if the record holds well-formed ones."""
-    rows = event.get("rows")
+    rows = event["rows"]
     if not isinstance(rows, list) or not all(
         isinstance(row, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in row) for row in rows
     ):
@@ -282,7 +279,7 @@ def event_rows(event: dict[str, Any]) -> list[list[int]] | None:
 
 
 def judge_generate_inputs(
-    reference_tokenizer: Any, event: dict[str, Any], prompts: list[str], max_new_tokens: int | None, function: str
+    reference_tokenizer: Any, event: GenerateEvent, prompts: list[str], max_new_tokens: int | None, function: str
 ) -> Verdict | None:
     """None if the generate call ran the prompts ``function`` was given (one row each, in any order) with
     the ``max_new_tokens`` it was given; else the failed verdict that names what differed.
@@ -297,7 +294,7 @@ def judge_generate_inputs(
             expected="input_ids of the prompt passed",
             found="no input_ids",
         )
-    shape = event.get("input_shape") or [len(rows)]
+    shape = event["input_shape"] or [len(rows)]
     received = int(shape[0]) if shape and isinstance(shape[0], int) else len(rows)
     if received != len(prompts):
         return Verdict.failed(
@@ -321,7 +318,7 @@ def judge_generate_inputs(
     limit = _recorded_limit(event)
     if limit is None:
         # No readable limit: at least no more tokens than asked may have been generated.
-        output, inputs = event.get("output_shape") or [0, 0], event.get("input_shape") or [0, 0]
+        output, inputs = event["output_shape"] or [0, 0], event["input_shape"] or [0, 0]
         limit = int(output[-1]) - int(inputs[-1]) if int(output[-1]) - int(inputs[-1]) > max_new_tokens else max_new_tokens
     if limit != max_new_tokens:
         return Verdict.failed(
@@ -333,14 +330,14 @@ def judge_generate_inputs(
     return None
 
 
-def _recorded_limit(event: dict[str, Any]) -> int | None:
+def _recorded_limit(event: GenerateEvent) -> int | None:
     """The new-token limit the runtime recorded in force for a generate call (max_length less the
     prompt counts), if it is readable."""
-    limit = event.get("new_tokens_limit")
+    limit = event["new_tokens_limit"]
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
-def tokens_limit(event: dict[str, Any]) -> Any:
+def tokens_limit(event: GenerateEvent) -> Any:
     """The new-token limit a generate call ran with, else its max_new_tokens."""
     limit = _recorded_limit(event)
-    return limit if limit is not None else event.get("max_new_tokens")
+    return limit if limit is not None else event["max_new_tokens"]

@@ -26,7 +26,37 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # for mypy only: in the kernel this module imports nothing of the grader
+    from grader.kernel.protocol import (
+        Answer,
+        CallRequest,
+        DescribeRequest,
+        Event,
+        EventsRequest,
+        ExceptionAnswer,
+        FigureAxes,
+        FigureEvent,
+        ForwardEvent,
+        GenerateEvent,
+        GenerateRequest,
+        InspectRequest,
+        InstallRequest,
+        LoadModelRequest,
+        ModelSpec,
+        NameInfo,
+        OnnxGraphRequest,
+        OnnxRunEvent,
+        Recipe,
+        ReleaseRequest,
+        ReturnedEvent,
+        RunTokens,
+        Setting,
+        SynchronizeEvent,
+        TokenizeEvent,
+        TokenizerSpec,
+    )
 
 # The functions the runtime relies on, taken when it is loaded (before any notebook cell runs):
 # a notebook that replaces time.perf_counter, time.sleep or json.dumps changes its own timings,
@@ -396,7 +426,7 @@ def _session_graph(session: Any) -> tuple[Any, str]:
     return onnx.load(os.fspath(path), load_external_data=False), os.path.basename(os.fspath(path))
 
 
-def op_onnx_graph(request: dict[str, Any]) -> dict[str, Any]:
+def op_onnx_graph(request: OnnxGraphRequest) -> Answer:
     """The graph a kept ONNX Runtime model's live session runs, summarised; and whether running the model runs it."""
     model = HANDLES[request["handle"]]
     if request.get("item") is not None:
@@ -464,8 +494,18 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
     @_wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         serial = model_serial(self)
-        event: dict[str, Any] = {"type": "onnx_run", "session_serial": serial, "grader_session": serial in GRADER_SESSIONS}
-        event["iobinding"] = iobinding
+        event: OnnxRunEvent = {
+            "type": "onnx_run",
+            "session_serial": serial,
+            "grader_session": serial in GRADER_SESSIONS,
+            "iobinding": iobinding,
+            "start": 0.0,
+            "end": 0.0,
+            "input_shape": None,
+            "row_tokens": None,
+            "nll_sums": None,
+            "nll_counts": None,
+        }
         feed = (args[1] if len(args) > 1 else kwargs.get("input_feed")) if not iobinding else None
         event["start"] = RECORDER.now()
         try:
@@ -481,18 +521,23 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
     return run
 
 
-def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: bool) -> dict[str, Any]:
+def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: bool) -> RunTokens:
     """A session run's batch (rows and tokens each covers) and, for the grader's sessions, the loss its logits give."""
     import numpy
 
     ids = numpy.asarray(feed.get("input_ids"))
     if ids.ndim != 2:
-        return {}
+        return {"input_shape": None, "row_tokens": None, "nll_sums": None, "nll_counts": None}
     mask = feed.get("attention_mask")
     mask = numpy.asarray(mask) if mask is not None else numpy.ones_like(ids)
     if mask.shape != ids.shape:  # with a cache, the mask also covers past tokens
         mask = numpy.ones_like(ids)
-    facts: dict[str, Any] = {"input_shape": list(ids.shape), "row_tokens": [int(v) for v in mask.sum(axis=1).tolist()[:MAX_IDS]]}
+    facts: RunTokens = {
+        "input_shape": list(ids.shape),
+        "row_tokens": [int(v) for v in mask.sum(axis=1).tolist()[:MAX_IDS]],
+        "nll_sums": None,
+        "nll_counts": None,
+    }
     names = [output.name for output in session.get_outputs()]
     if not with_loss or "logits" not in names or ids.shape[1] < 2:
         return facts
@@ -535,7 +580,7 @@ def pick_device(requested: str = "auto") -> str:
     return "cpu"
 
 
-def load_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+def load_kwargs(spec: ModelSpec) -> dict[str, Any]:
     """``from_pretrained`` keyword arguments for a model spec (hub_id, quantization, dtype, device)."""
     import torch
 
@@ -563,7 +608,7 @@ def load_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def load_model(spec: dict[str, Any]) -> Any:
+def load_model(spec: ModelSpec) -> Any:
     """Load the model a spec describes, in eval mode, on its device."""
     from transformers import AutoModelForCausalLM
 
@@ -598,14 +643,14 @@ class Recorder:
     """Where instrumentation events go: the current call's list, or the notebook's."""
 
     def __init__(self) -> None:
-        self.notebook: list[dict[str, Any]] = []
+        self.notebook: list[Event] = []
         self.notebook_dropped = 0
-        self.call: list[dict[str, Any]] | None = None
+        self.call: list[Event] | None = None
         self.call_dropped = 0
         self.generate_depth = 0
         self.forward_depth = 0
         self.forward_stack: list[Any] = []  # the models whose forward is running, innermost last
-        self.current_generate: dict[str, Any] | None = None
+        self.current_generate: GenerateEvent | None = None
         self.tokenizer_depth = 0
         self.clock_origin = _perf_counter()
         # Pacing (asked per call): pause the first generate of each new prompt, and every tokenizer
@@ -621,7 +666,7 @@ class Recorder:
         """Seconds since the runtime was installed (the clock of every event)."""
         return _perf_counter() - self.clock_origin
 
-    def record(self, event: dict[str, Any]) -> None:
+    def record(self, event: Event) -> None:
         """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
         if self.call is not None:
             if len(self.call) < MAX_EVENTS:
@@ -756,7 +801,7 @@ PAUSES_PID = 0
 PAUSE_LOCK = threading.Lock()
 
 
-def _pause(event: dict[str, Any]) -> None:
+def _pause(event: GenerateEvent | TokenizeEvent) -> None:
     """Hold the kernel for a pacing pause, inside ``event``.
 
     The grader serves the pause: the runtime writes the pause's number on the request FIFO and waits for the
@@ -785,7 +830,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
 
         inputs = _first_tensor(args, kwargs, "input_ids", "inputs")
         attention_mask = kwargs.get("attention_mask")
-        event: dict[str, Any] = {
+        event: GenerateEvent = {
             "type": "generate",
             "model_id": id(self),
             "model_serial": model_serial(self),
@@ -803,12 +848,21 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
             "rows": _unpadded_rows(inputs, attention_mask),
             "forward_calls": 0,
-            **_effective_settings(self, kwargs),
+            "max_new_tokens": _effective_setting(self, kwargs, "max_new_tokens"),
+            "use_cache": _effective_setting(self, kwargs, "use_cache"),
             "new_tokens_limit": _new_tokens_limit(self, kwargs, inputs),
+            "instrumentation_replaced": _replaced_now()[:8],
+            "decoding_loops": 0,
+            "start": 0.0,
+            "end": 0.0,
+            "duration_s": 0.0,
+            "error": None,
+            "output_shape": None,
+            "output_ids": None,
+            "new_tokens": None,
+            "pause": None,
+            "paced_s": None,
         }
-        replaced = _replaced_now()
-        if replaced:
-            event["instrumentation_replaced"] = replaced[:8]
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
         RECORDER.current_generate = event
@@ -897,14 +951,11 @@ def _generated_tokens(output: Any, inputs: Any) -> bool:
     return int(sequences.shape[-1]) > prompt_length
 
 
-def _effective_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """max_new_tokens and use_cache as generate will use them: keyword, else generation config."""
+def _effective_setting(model: Any, kwargs: dict[str, Any], name: str) -> Setting:
+    """A setting (max_new_tokens, use_cache) as generate will use it: keyword, else generation config."""
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
-    settings = {}
-    for name in ("max_new_tokens", "use_cache"):
-        value = kwargs[name] if name in kwargs else getattr(config, name, None)
-        settings[name] = value if value is None or isinstance(value, (bool, int)) else repr(value)[:50]
-    return settings
+    value = kwargs[name] if name in kwargs else getattr(config, name, None)
+    return value if value is None or isinstance(value, (bool, int)) else repr(value)[:50]
 
 
 # Not convert_tokens_to_ids: tokenizer.eos_token_id / pad_token_id call it, and passing those to
@@ -931,7 +982,7 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
         if not RECORDER.paced or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
             return original(self, *args, **kwargs)
         RECORDER.tokenizer_depth += 1
-        event: dict[str, Any] = {"type": "tokenize", "start": RECORDER.now()}
+        event: TokenizeEvent = {"type": "tokenize", "start": RECORDER.now(), "end": 0.0, "pause": None, "paced_s": None}
         try:
             _pause(event)
             return original(self, *args, **kwargs)
@@ -946,7 +997,7 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
 def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def synchronize(*args: Any, **kwargs: Any) -> Any:
-        event = {"type": "synchronize", "start": RECORDER.now()}
+        event: SynchronizeEvent = {"type": "synchronize", "start": RECORDER.now(), "end": 0.0, "error": None}
         try:
             return original(*args, **kwargs)
         except BaseException as error:
@@ -998,7 +1049,7 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         stack = RECORDER.forward_stack
         if stack and not any(model is self for model in stack) and _holds(stack[-1], self):
             return original(self, *args, **kwargs)
-        event: dict[str, Any] | None = None
+        event: ForwardEvent | None = None
         if RECORDER.current_generate is not None:
             if not stack:
                 RECORDER.current_generate["forward_calls"] += 1
@@ -1065,7 +1116,7 @@ def _row_tokens(inputs: Any, attention_mask: Any) -> list[int] | None:
     return [width] * min(rows, MAX_IDS)
 
 
-def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ForwardEvent:
     import torch
 
     inputs = _first_tensor(args, kwargs, "input_ids", "inputs_embeds")
@@ -1087,6 +1138,9 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         "has_labels": labels is not None,
         "has_attention_mask": attention_mask is not None,
         "nested": bool(RECORDER.forward_stack),
+        "end": 0.0,
+        "error": None,
+        "output_requires_grad": None,
     }
 
 
@@ -1106,9 +1160,9 @@ def _floats(values: Any) -> list[float | None] | None:
     return [float(v) if math.isfinite(v) else None for v in array.tolist()]
 
 
-def describe_figure(figure: Any) -> dict[str, Any]:
+def describe_figure(figure: Any) -> FigureEvent:
     """Each axes of a figure: labels, title, and the data of its lines, scatters and bars."""
-    axes = []
+    axes: list[FigureAxes] = []
     for ax in figure.get_axes()[:20]:
         series: list[dict[str, Any]] = []
         for line in ax.get_lines():
@@ -1226,7 +1280,7 @@ def _instrumented_loop(original: Callable[..., Any]) -> Callable[..., Any]:
         if not RECORDER.generate_depth:
             RECORDER.record({"type": "bypass", "method": getattr(original, "__name__", "?"), "time": RECORDER.now()})
         elif RECORDER.current_generate is not None:
-            RECORDER.current_generate["decoding_loops"] = RECORDER.current_generate.get("decoding_loops", 0) + 1
+            RECORDER.current_generate["decoding_loops"] += 1
         return original(self, *args, **kwargs)
 
     return loop
@@ -1399,11 +1453,11 @@ def _path_text(path: list[Any]) -> str:
     return str(path[0]) + "".join(f"[{step!r}]" for step in path[1:])
 
 
-def _build(recipe: Any) -> Any:
+def _build(recipe: Recipe) -> Any:
     """Turn an argument recipe from the grader into a live object in this kernel."""
     if not isinstance(recipe, dict) or len(recipe) != 1:
         raise ValueError(f"malformed argument recipe: {recipe!r}")
-    ((tag, payload),) = recipe.items()
+    ((tag, payload),) = cast("dict[str, Any]", recipe).items()
     if tag == "$lit":
         return payload
     if tag == "$path":
@@ -1428,11 +1482,11 @@ def _build(recipe: Any) -> Any:
             GRADER_SESSIONS.add(model_serial(HANDLES[key].session))
         return HANDLES[key]
     if tag == "$tokenizer":
-        return _tokenizer(payload if isinstance(payload, dict) else {"hub_id": payload})
+        return _tokenizer(payload)
     raise ValueError(f"unknown argument recipe {tag!r}")
 
 
-def _tokenizer(spec: dict[str, Any]) -> Any:
+def _tokenizer(spec: TokenizerSpec) -> Any:
     """A fresh copy of the hub ID's tokenizer, with the pad token and padding side the spec asks for."""
     import copy
 
@@ -1442,9 +1496,9 @@ def _tokenizer(spec: dict[str, Any]) -> Any:
 
         HANDLES[key] = AutoTokenizer.from_pretrained(spec["hub_id"])
     fresh = copy.deepcopy(HANDLES[key])
-    if spec.get("pad_token") == "eos" and fresh.pad_token is None:
+    if spec["pad_token"] == "eos" and fresh.pad_token is None:
         fresh.pad_token = fresh.eos_token
-    if spec.get("padding_side") in ("left", "right"):
+    if spec["padding_side"] in ("left", "right"):
         fresh.padding_side = spec["padding_side"]
     return fresh
 
@@ -1462,7 +1516,7 @@ def _capture() -> Iterator[dict[str, str]]:
             captured["stderr"] = stderr.getvalue()[:MAX_CAPTURE]
 
 
-def _exception(error: BaseException, skip_frames: int = 0) -> dict[str, Any]:
+def _exception(error: BaseException, skip_frames: int = 0) -> ExceptionAnswer:
     frames = traceback.extract_tb(error.__traceback__)[skip_frames:]
     return {
         "type": type(error).__name__,
@@ -1472,7 +1526,7 @@ def _exception(error: BaseException, skip_frames: int = 0) -> dict[str, Any]:
     }
 
 
-def op_call(request: dict[str, Any]) -> dict[str, Any]:
+def op_call(request: CallRequest) -> Answer:
     """Call a student function with arguments built from recipes; report what happened."""
     name = request["function"]
     namespace = _user_namespace()
@@ -1482,8 +1536,8 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
     if not callable(function):
         return {"status": "missing", "message": f"{name!r} is a {type(function).__name__}, not a function"}
     try:
-        args = [_build(recipe) for recipe in request.get("args", [])]
-        kwargs = {key: _build(recipe) for key, recipe in request.get("kwargs", {}).items()}
+        args = [_build(recipe) for recipe in request["args"]]
+        kwargs = {key: _build(recipe) for key, recipe in request["kwargs"].items()}
     except Missing as error:
         return {"status": "missing", "message": str(error)}
     try:
@@ -1495,13 +1549,13 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
         pass  # builtins without a signature: just call them
     RECORDER.call = []
     RECORDER.call_dropped = 0
-    RECORDER.paced = bool(request.get("paced"))
-    RECORDER.pace_s = float(request.get("pace_s") or 0.0)
+    RECORDER.paced = request["paced"]
+    RECORDER.pace_s = request["pace_s"]
     RECORDER.pauses = 0
     RECORDER.paced_prompts = set()
-    result: dict[str, Any] = {"status": "returned"}
-    watching = _watch_figures() if request.get("figures") else contextlib.nullcontext()
-    with _capture() as captured, watching, _watch_functions(namespace, request.get("watch") or []):
+    result: Answer = {"status": "returned"}
+    watching = _watch_figures() if request["figures"] else contextlib.nullcontext()
+    with _capture() as captured, watching, _watch_functions(namespace, request["watch"]):
         started = _perf_counter()
         start_clock = RECORDER.now()
         try:
@@ -1515,7 +1569,7 @@ def op_call(request: dict[str, Any]) -> dict[str, Any]:
                 result["value"] = describe(value)
             except Exception as error:  # describing hostile objects must not lose the call
                 result["value"] = {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}
-            if request.get("keep_as"):
+            if request["keep_as"]:
                 HANDLES[request["keep_as"]] = value
         finally:
             duration = _perf_counter() - started
@@ -1598,7 +1652,13 @@ def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[No
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             arguments = _arguments(signature, args, kwargs)
             value = original(*args, **kwargs)
-            event: dict[str, Any] = {"type": "returned", "function": name, "time": RECORDER.now(), "arguments": arguments}
+            event: ReturnedEvent = {
+                "type": "returned",
+                "function": name,
+                "time": RECORDER.now(),
+                "arguments": arguments,
+                "value": None,
+            }
             try:
                 event["value"] = describe(value)
             except Exception as error:  # describing hostile objects must not break the student's call
@@ -1625,7 +1685,7 @@ def _signature_text(function: Any) -> str:
         return "(...)"
 
 
-def op_describe(request: dict[str, Any]) -> dict[str, Any]:
+def op_describe(request: DescribeRequest) -> Answer:
     """Describe a notebook value found by a path such as ``["configurations", 0, "name"]``."""
     try:
         value = _resolve_path(request["path"])
@@ -1634,10 +1694,10 @@ def op_describe(request: dict[str, Any]) -> dict[str, Any]:
     return {"status": "returned", "value": describe(value)}
 
 
-def op_inspect(request: dict[str, Any]) -> dict[str, Any]:
+def op_inspect(request: InspectRequest) -> Answer:
     """For each name: whether the notebook defines it, what it is, and its signature."""
     namespace = _user_namespace()
-    names: dict[str, Any] = {}
+    names: dict[str, NameInfo] = {}
     for name in request["names"]:
         if name not in namespace:
             names[name] = {"defined": False}
@@ -1652,9 +1712,9 @@ def op_inspect(request: dict[str, Any]) -> dict[str, Any]:
     return {"status": "returned", "names": names}
 
 
-def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
+def op_load_model(request: LoadModelRequest) -> Answer:
     """Load a model (from a spec, or with load arguments the notebook defines) and describe it."""
-    spec = dict(request["spec"])
+    spec = request["spec"]
     started = _perf_counter()
     try:
         if "load_args_path" in spec:
@@ -1685,10 +1745,10 @@ def op_load_model(request: dict[str, Any]) -> dict[str, Any]:
     return {"status": "returned", "value": describe_model(model), "duration_s": _perf_counter() - started}
 
 
-def op_generate(request: dict[str, Any]) -> dict[str, Any]:
+def op_generate(request: GenerateRequest) -> Answer:
     """Greedy-generate from a loaded model to show that it really produces text."""
     model = HANDLES[request["handle"]]
-    if request.get("item") is not None:  # a model kept inside a returned tuple, such as (model, info)
+    if request["item"] is not None:  # a model kept inside a returned tuple, such as (model, info)
         model = model[request["item"]]
     tokenizer = _build({"$tokenizer": request["tokenizer"]})
     if _is_ort_model(model):
@@ -1706,7 +1766,7 @@ def op_generate(request: dict[str, Any]) -> dict[str, Any]:
     return {"status": "returned", "value": describe(text), "events": events}
 
 
-def op_release(request: dict[str, Any]) -> dict[str, Any]:
+def op_release(request: ReleaseRequest) -> Answer:
     """Forget loaded objects so their memory can be freed."""
     for handle in request.get("handles", list(HANDLES)):
         HANDLES.pop(handle, None)
@@ -1716,7 +1776,7 @@ def op_release(request: dict[str, Any]) -> dict[str, Any]:
     return {"status": "returned"}
 
 
-def op_events(request: dict[str, Any]) -> dict[str, Any]:
+def op_events(request: EventsRequest) -> Answer:
     """The instrumentation events recorded while the notebook's cells ran."""
     return {
         "status": "returned",
@@ -1725,17 +1785,17 @@ def op_events(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def op_install(request: dict[str, Any]) -> dict[str, Any]:
+def op_install(request: InstallRequest) -> Answer:
     """Instrument the kernel; answer with its environment."""
-    return {"status": "returned", "environment": install(request.get("settings", {}))}
+    return {"status": "returned", "environment": install(request["settings"])}
 
 
-def op_environment(request: dict[str, Any]) -> dict[str, Any]:
+def op_environment(request: Any) -> Answer:
     """Versions and devices of this kernel."""
     return {"status": "returned", "environment": environment()}
 
 
-OPERATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+OPERATIONS: dict[str, Callable[[Any], Answer]] = {
     "install": op_install,
     "call": op_call,
     "describe": op_describe,

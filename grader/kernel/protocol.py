@@ -1,0 +1,324 @@
+"""The kernel protocol: what the grader asks the runtime in the kernel, and what comes back.
+
+Both sides name these types. ``grader/kernel/runtime.py`` is run in the kernel from its source text, with
+nothing of the grader imported, so it names them for mypy only (under ``TYPE_CHECKING``, its dict literals
+annotated with them: a key missing or misspelt there is a mypy error); the grader builds its requests with
+them (grader/harness.py) and validates every answer against them when it arrives (a pydantic ``TypeAdapter``
+over these TypedDicts), so a field renamed on one side is a type error on the other, and an answer the runtime
+cannot have sent is named as such, never read as ``None``.
+
+Only the standard library's typing, through ``typing_extensions`` (its backport: pydantic validates a
+``TypedDict`` on Python 3.11 only from there; the kernel never imports this module).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, Required
+
+from typing_extensions import TypedDict
+
+# ---------------------------------------------------------------- argument recipes (how the kernel builds an argument)
+
+
+class ModelSpec(TypedDict, total=False):
+    """A model the kernel and the grader's reference side both load: ``hub_id`` with a quantization, dtype and device
+    (``"auto"`` picks), or ``hub_id`` with the from_pretrained arguments a notebook value holds (``load_args_path``)."""
+
+    hub_id: Required[str]
+    quantization: str
+    dtype: str
+    device: str
+    load_args_path: list[str | int]
+
+
+class OnnxModelSpec(TypedDict):
+    """An ONNX Runtime causal LM the kernel loads with Optimum from ``path/file_name``."""
+
+    path: str
+    file_name: str
+
+
+class TokenizerSpec(TypedDict):
+    """``AutoTokenizer.from_pretrained(hub_id)``, set up as the starter's loader is told to."""
+
+    hub_id: str
+    pad_token: Literal["none", "eos"]
+    padding_side: Literal["default", "left", "right"]
+
+
+LiteralRecipe = TypedDict("LiteralRecipe", {"$lit": Any})
+ModelRecipe = TypedDict("ModelRecipe", {"$model": ModelSpec})
+OnnxModelRecipe = TypedDict("OnnxModelRecipe", {"$onnx_model": OnnxModelSpec})
+TokenizerRecipe = TypedDict("TokenizerRecipe", {"$tokenizer": TokenizerSpec})
+PathRecipe = TypedDict("PathRecipe", {"$path": list[Any]})
+HandleRecipe = TypedDict("HandleRecipe", {"$handle": str})
+MappingRecipe = TypedDict("MappingRecipe", {"$dict": "dict[str, Recipe]"})
+Recipe = LiteralRecipe | ModelRecipe | OnnxModelRecipe | TokenizerRecipe | PathRecipe | HandleRecipe | MappingRecipe
+
+# ---------------------------------------------------------------- requests (grader -> kernel)
+
+
+class _Request(TypedDict):
+    channel: NotRequired[str]  # the MIME type the answer is published on (added as the request is sent)
+
+
+class InstallRequest(_Request):
+    op: Literal["install"]
+    settings: dict[str, Any]
+
+
+class CallRequest(_Request):
+    """Call the student's ``function`` with arguments built from recipes, recording what it runs."""
+
+    op: Literal["call"]
+    function: str
+    args: list[Recipe]
+    kwargs: dict[str, Recipe]
+    keep_as: str | None
+    paced: bool
+    pace_s: float
+    figures: bool
+    watch: list[str]
+
+
+class DescribeRequest(_Request):
+    op: Literal["describe"]
+    path: list[Any]
+
+
+class InspectRequest(_Request):
+    op: Literal["inspect"]
+    names: list[str]
+
+
+class LoadModelRequest(_Request):
+    op: Literal["load_model"]
+    spec: ModelSpec
+    handle: str
+
+
+class GenerateRequest(_Request):
+    op: Literal["generate"]
+    handle: str
+    item: int | None
+    tokenizer: TokenizerSpec
+    prompt: str
+    max_new_tokens: int
+
+
+class OnnxGraphRequest(_Request):
+    op: Literal["onnx_graph"]
+    handle: str
+    item: int | None
+
+
+class ReleaseRequest(_Request):
+    op: Literal["release"]
+    handles: NotRequired[list[str]]
+
+
+class EventsRequest(_Request):
+    op: Literal["events"]
+
+
+class EnvironmentRequest(_Request):
+    op: Literal["environment"]
+
+
+Request = (
+    InstallRequest
+    | CallRequest
+    | DescribeRequest
+    | InspectRequest
+    | LoadModelRequest
+    | GenerateRequest
+    | OnnxGraphRequest
+    | ReleaseRequest
+    | EventsRequest
+    | EnvironmentRequest
+)
+
+# ---------------------------------------------------------------- events (recorded by the instrumentation)
+#
+# Every field of an event is always there (None where it does not apply or is not known yet): the runtime's dict
+# literals must name them all (mypy), the grader's validation requires them all, and the judges read them as
+# ``event["field"]``, which mypy checks (``event.get("field")`` it does not: a misspelt key there is no error).
+
+# A setting as generate will use it: an int or bool, None when unset, or the repr of anything else.
+Setting = bool | int | str | None
+
+
+class GenerateEvent(TypedDict):
+    """One outermost ``model.generate`` call."""
+
+    type: Literal["generate"]
+    model_id: int
+    model_serial: int
+    model_quantization: str | None
+    model_type: str
+    model_device: str
+    model_dtype: str
+    model_training: bool
+    grad_enabled: bool
+    kwargs: dict[str, Any]  # the keywords generate was given (brief descriptions), not the inputs
+    positional_args: int
+    input_shape: list[int] | None
+    input_device: str | None
+    input_ids: list[int] | None  # the first row, up to the runtime's cap
+    padding_side: str | None
+    rows: list[list[int]] | None  # each row's ids without its padding, while they fit the caps
+    forward_calls: int
+    max_new_tokens: Setting
+    use_cache: Setting
+    new_tokens_limit: int | None
+    instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
+    decoding_loops: int  # the decoding loops of generate that ran inside it
+    start: float  # by the runtime's clock (seconds since it was installed); 0.0 until it starts, or ends
+    end: float
+    duration_s: float
+    error: str | None  # what it raised
+    output_shape: list[int] | None
+    output_ids: list[int] | None  # the first row of its output, up to the cap
+    new_tokens: list[int] | None  # per row, up to the first end-of-text token
+    # Where the grader serves the pauses, the number of the pause the event holds (the grader fills in paced_s, the
+    # length it served: grader/evidence.py); where the kernel sleeps its pacing itself, the length it slept.
+    pause: int | None
+    paced_s: float | None
+
+
+class TokenizeEvent(TypedDict):
+    """One outermost tokenizer call the student's code made during a paced call."""
+
+    type: Literal["tokenize"]
+    start: float
+    end: float
+    pause: int | None
+    paced_s: float | None
+
+
+class SynchronizeEvent(TypedDict):
+    """One ``torch.cuda.synchronize`` call."""
+
+    type: Literal["synchronize"]
+    start: float
+    end: float
+    error: str | None
+
+
+class ForwardEvent(TypedDict):
+    """One outermost forward pass outside generate."""
+
+    type: Literal["forward"]
+    model_id: int
+    model_serial: int
+    model_type: str
+    start: float
+    grad_enabled: bool
+    inference_mode: bool
+    model_training: bool
+    model_device: str
+    input_shape: list[int] | None
+    input_device: str | None
+    row_tokens: list[int] | None  # tokens each row covers (its attention mask's ones)
+    has_labels: bool
+    has_attention_mask: bool
+    nested: bool
+    end: float  # 0.0 until the pass returns (it is recorded as it starts)
+    error: str | None
+    output_requires_grad: bool | None
+
+
+class RunTokens(TypedDict):
+    """What a session run's inputs and outputs say (None where they say nothing): its batch, and for the grader's own
+    sessions the loss its logits give."""
+
+    input_shape: list[int] | None
+    row_tokens: list[int] | None
+    nll_sums: dict[str, float] | None  # by selection: "pairs", "targets", "all"
+    nll_counts: dict[str, int] | None
+
+
+class OnnxRunEvent(RunTokens):
+    """One ``InferenceSession.run`` (or ``run_with_iobinding``)."""
+
+    type: Literal["onnx_run"]
+    session_serial: int
+    grader_session: bool  # a session the grader built in this kernel: its runs also record the loss of its logits
+    iobinding: bool
+    start: float
+    end: float
+
+
+class FigureAxes(TypedDict):
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[dict[str, Any]]
+
+
+class FigureEvent(TypedDict):
+    """A figure drawn, shown or left open during a call that watched figures."""
+
+    type: Literal["figure"]
+    figure_id: int
+    suptitle: str
+    axes: list[FigureAxes]
+
+
+class BypassEvent(TypedDict):
+    """A decoding loop of generate that ran outside the instrumented generate."""
+
+    type: Literal["bypass"]
+    method: str
+    time: float
+
+
+class ReturnedEvent(TypedDict):
+    """What a watched notebook function returned, with the arguments it was given."""
+
+    type: Literal["returned"]
+    function: str
+    time: float
+    arguments: list[list[Any]]  # [name, description] pairs
+    value: Any  # a description (grader/values.py decodes it)
+
+
+Event = GenerateEvent | TokenizeEvent | SynchronizeEvent | ForwardEvent | OnnxRunEvent | FigureEvent | BypassEvent | ReturnedEvent
+
+# ---------------------------------------------------------------- answers (kernel -> grader)
+
+AnswerStatus = Literal["returned", "raised", "missing", "signature", "internal"]
+
+
+class ExceptionAnswer(TypedDict):
+    type: str
+    module: str
+    message: str
+    traceback: str
+
+
+class NameInfo(TypedDict, total=False):
+    defined: Required[bool]
+    callable: bool
+    type: str
+    signature: str | None
+
+
+class Answer(TypedDict, total=False):
+    """The one answer to any request; which fields it carries depends on the request and its outcome."""
+
+    status: Required[AnswerStatus]
+    value: Any  # a description (grader/values.py decodes it)
+    exception: ExceptionAnswer
+    message: str
+    interrupted: bool  # the call was stopped by the grader's interrupt (a timeout)
+    duration_s: float
+    start: float
+    end: float
+    stdout: str
+    stderr: str
+    events: list[Event]
+    events_dropped: int
+    environment: dict[str, Any]  # install, environment
+    names: dict[str, NameInfo]  # inspect
+    graph: dict[str, Any]  # onnx_graph
