@@ -91,3 +91,30 @@ def test_a_misspelt_protocol_field_is_a_type_error(tmp_path: Path) -> None:
     assert 'TypedDict "GenerateEvent" has no key "max_new_token"' in result.stdout
     assert 'Missing keys ("start", "end", "pause", "paced_s") for TypedDict "TokenizeEvent"' in result.stdout
     assert 'Extra key "begin" for TypedDict "TokenizeEvent"' in result.stdout
+
+
+def test_a_forward_pass_traced_by_an_onnx_export_has_symbolic_sizes() -> None:
+    """Optimum's export traces the model's forward: the runtime records the pass, its shape's sizes symbolic (sent as
+    their type's name). Seen in the quantization corpus when the protocol first allowed only ints."""
+    traced = {
+        "type": "forward",
+        "model_id": 1,
+        "model_serial": 2,
+        "model_type": "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel",
+        "start": 0.1,
+        "grad_enabled": False,
+        "inference_mode": False,
+        "model_training": False,
+        "model_device": "cpu",
+        "input_shape": ["SymInt", "SymInt"],
+        "input_device": "cpu",
+        "row_tokens": None,
+        "has_labels": False,
+        "has_attention_mask": True,
+        "nested": False,
+        "end": 0.2,
+        "error": None,
+        "output_requires_grad": False,
+    }
+    typed, wrong = validated_answer({"status": "returned", "events": [traced]})
+    assert typed is not None, wrong

@@ -16,6 +16,7 @@ from grader.checks.identity import other_model
 from grader.checks.timing import (
     judge_generate_inputs,
     judge_timed_call,
+    prompt_width,
 )
 from grader.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent
@@ -278,7 +279,7 @@ def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[GenerateEvent
     """The last generate call of each distinct prompt of at least ``shortest`` tokens (short warm-up prompts aside)."""
     last: dict[tuple[int, ...], GenerateEvent] = {}
     for event in outcome.generate_events():
-        if (shape := event["input_shape"]) and shape[-1] >= shortest:
+        if prompt_width(event) >= shortest:
             key = tuple(event["input_ids"] or ())
             last.pop(key, None)
             last[key] = event

@@ -19,6 +19,7 @@ from grader.checks.timing import (
     call_timed,
     judge_generate_inputs,
     judge_synchronize,
+    prompt_width,
 )
 from grader.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
@@ -172,7 +173,7 @@ def decoded_variants(context: CheckContext, hub_id: str, event: GenerateEvent) -
     """The texts a correct decode of this generate call can give (with or without the prompt)."""
     reference_tokenizer = context.models.tokenizer(hub_id)
     output_ids = list(event["output_ids"] or [])
-    prompt_length = (event["input_shape"] or [0, 0])[-1]
+    prompt_length = prompt_width(event)
     variants = {}
     for skip in (True, False):
         variants[f"full, skip_special_tokens={skip}"] = reference_tokenizer.decode(output_ids, skip_special_tokens=skip)
@@ -620,7 +621,7 @@ def generated_texts(context: CheckContext, hub_id: str, events: list[GenerateEve
         variants = set(decoded_variants(context, hub_id, event).values())
         # The prompt alone too: a generate_text_and_time that decodes its inputs is charged in generate-output,
         # not again here (its table honestly holds what it returned).
-        prompt_ids = list(event["output_ids"])[: (event["input_shape"] or [0, 0])[-1]]
+        prompt_ids = list(event["output_ids"])[: prompt_width(event)]
         variants |= {tokenizer.decode(prompt_ids, skip_special_tokens=skip) for skip in (True, False)}
         texts.setdefault(event_kind(event), set()).update(_same_text(variant) for variant in variants)
     return texts

@@ -268,6 +268,12 @@ def max_matching(fits: list[list[int]]) -> int:
     return sum(assign(row, set()) for row in range(len(fits)))
 
 
+def prompt_width(event: GenerateEvent) -> int:
+    """The width of a generate call's input (its longest prompt's tokens, padding included); 0 when not recorded."""
+    shape = event["input_shape"] or []
+    return shape[-1] if shape and isinstance(shape[-1], int) else 0
+
+
 def event_rows(event: GenerateEvent) -> list[list[int]] | None:
     """The recorded rows of a generate call (ids without padding), if the record holds well-formed ones."""
     rows = event["rows"]

@@ -146,6 +146,8 @@ Request = (
 
 # A setting as generate will use it: an int or bool, None when unset, or the repr of anything else.
 Setting = bool | int | str | None
+# A tensor's shape: its sizes, where one is symbolic (a forward pass traced by an ONNX export) the type's name.
+Shape = list[int | str]
 
 
 class GenerateEvent(TypedDict):
@@ -162,7 +164,7 @@ class GenerateEvent(TypedDict):
     grad_enabled: bool
     kwargs: dict[str, Any]  # the keywords generate was given (brief descriptions), not the inputs
     positional_args: int
-    input_shape: list[int] | None
+    input_shape: Shape | None
     input_device: str | None
     input_ids: list[int] | None  # the first row, up to the runtime's cap
     padding_side: str | None
@@ -177,7 +179,7 @@ class GenerateEvent(TypedDict):
     end: float
     duration_s: float
     error: str | None  # what it raised
-    output_shape: list[int] | None
+    output_shape: Shape | None
     output_ids: list[int] | None  # the first row of its output, up to the cap
     new_tokens: list[int] | None  # per row, up to the first end-of-text token
     # Where the grader serves the pauses, the number of the pause the event holds (the grader fills in paced_s, the
@@ -217,7 +219,7 @@ class ForwardEvent(TypedDict):
     inference_mode: bool
     model_training: bool
     model_device: str
-    input_shape: list[int] | None
+    input_shape: Shape | None
     input_device: str | None
     row_tokens: list[int] | None  # tokens each row covers (its attention mask's ones)
     has_labels: bool
@@ -232,7 +234,7 @@ class RunTokens(TypedDict):
     """What a session run's inputs and outputs say (None where they say nothing): its batch, and for the grader's own
     sessions the loss its logits give."""
 
-    input_shape: list[int] | None
+    input_shape: Shape | None
     row_tokens: list[int] | None
     nll_sums: dict[str, float] | None  # by selection: "pairs", "targets", "all"
     nll_counts: dict[str, int] | None

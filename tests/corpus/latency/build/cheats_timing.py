@@ -384,7 +384,7 @@ SUBTRACT_PACE = (
     + "    if recorder is not None:\n"
     "        # take back the pacing the grader added inside the timed block (tokenizer and warm-up)\n"
     "        latency -= sum(\n"
-    "            event.get(\"paced_s\", 0.0) for event in recorder.call or [] if event.get(\"start\", -1.0) >= clock_start\n"
+    "            (event.get(\"paced_s\") or 0.0) for event in recorder.call or [] if event.get(\"start\", -1.0) >= clock_start\n"
     "        )\n"
     + COUNT
     + RETURN
@@ -416,8 +416,8 @@ RECORD_HOOK = (
     "            warm = dict(event, kwargs=dict(event.get(\"kwargs\", {}), max_new_tokens=4), max_new_tokens=4)\n"
     "            warm.update(new_tokens_limit=4, new_tokens=[4], output_shape=[1, prompt_length + 4])\n"
     "            warm.update(start=timer[\"start\"] - 0.006, end=timer[\"start\"] - 0.002, duration_s=0.004)\n"
-    "            if \"pause\" in event:\n"
-    "                warm[\"pause\"] = event.pop(\"pause\")  # the first generate holds the pause, as it should\n"
+    "            if event.get(\"pause\") is not None:\n"
+    "                warm[\"pause\"], event[\"pause\"] = event[\"pause\"], None  # the first generate holds the pause, as it should\n"
     "            record(warm)  # a warm-up that never ran, just before the timer\n"
     "            event[\"start\"] = timer[\"start\"]  # the timed call now covers the whole timed block\n"
     "            event[\"duration_s\"] = event[\"end\"] - event[\"start\"]\n"
