@@ -24,7 +24,6 @@ from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
     cuda_misuse,
-    judge_synchronize,
     require_keys,
     retry_while_too_long,
     warmup_before,
@@ -317,14 +316,6 @@ def _measure(
 
 def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
     return f"measure_generation(model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
-
-
-@check_kind("measure_cuda_sync", MeasureParams)
-def measure_cuda_sync(context: CheckContext, params: MeasureParams) -> Verdict:
-    """On CUDA, measure_generation synchronises right before starting and right after stopping its timer."""
-    rng = context.rng_for("measure-cuda")
-    outcome, _ = _measure(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), True, device="cuda")
-    return judge_synchronize(outcome, params.function)
 
 
 @check_kind("measure_warmup", MeasureParams)

@@ -26,7 +26,6 @@ from grader.checks.loss import (
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
-    judge_synchronize,
 )
 from grader.harness import CallOutcome, literal
 from grader.kernel.protocol import ForwardEvent
@@ -220,11 +219,3 @@ def _timing_call(
     if not outcome.generate_events():
         raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
     return outcome, value
-
-
-@check_kind("generation_synchronize", TimingParams)
-def generation_synchronize(context: CheckContext, params: TimingParams) -> Verdict:
-    """On CUDA, time_generation synchronises before and after the generate call."""
-    rng = context.rng_for("timing-cuda")
-    outcome, _ = _timing_call(context, params, rng.choice(params.prompts), rng.randint(*params.tokens), device="cuda")
-    return judge_synchronize(outcome, params.function)

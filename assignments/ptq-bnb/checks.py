@@ -18,7 +18,6 @@ from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_k
 from grader.checks.timing import (
     call_timed,
     judge_generate_inputs,
-    judge_synchronize,
     prompt_width,
 )
 from grader.harness import CallOutcome, handle, model, model_spec
@@ -234,14 +233,6 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
         expected=variants["full, skip_special_tokens=True"],
         found=text,
     )
-
-
-@check_kind("generate_synchronize", GenerateParams)
-def generate_synchronize(context: CheckContext, params: GenerateParams) -> Verdict:
-    """On CUDA, torch.cuda.synchronize() is called before the timed generate and after it."""
-    outcome, value = call_timed(context, params.function, params.model, params.prompt, params.max_new_tokens, device="cuda")
-    _text_and_latency(value, params.function)
-    return judge_synchronize(outcome, params.function)
 
 
 # --------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from grader.errors import CourseError
 CHECK_MODULES: tuple[str, ...] = (
     "grader.checks.common",
     "grader.checks.loss",
+    "grader.checks.timing",
 )
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, number
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
 from grader.evidence import generated_anything
 from grader.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
@@ -214,6 +214,28 @@ def judge_synchronize(outcome: CallOutcome, function: str) -> Verdict:
         expected="torch.cuda.synchronize() before and after model.generate",
         found=f"{len(synchronizes)} synchronize call(s), none {missing}",
     )
+
+
+class TimedGenerateParams(Params):
+    """How a function ``target(model, tokenizer, prompt, max_new_tokens, *more)`` that times a generate call is called."""
+
+    model: str = Field("gpt2", description="Hub ID of the model.")
+    prompts: list[str] = Field(min_length=1, description="Prompts; one is drawn from the hidden seed at grading time.")
+    tokens: list[int] = Field(
+        [20, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens, drawn with the prompt."
+    )
+    more: list[Any] = Field([], description="Further arguments after max_new_tokens, as JSON values (e.g. use_cache).")
+
+
+@check_kind("timed_generate_synchronize", TimedGenerateParams)
+def timed_generate_synchronize(context: CheckContext, params: TimedGenerateParams) -> Verdict:
+    """On CUDA, the target calls torch.cuda.synchronize() before its timed (last) generate call and after it."""
+    function = context.check.target
+    rng = context.rng_for(f"{context.check.id}:cuda")
+    prompt, max_new_tokens = rng.choice(params.prompts), rng.randint(*params.tokens)
+    more = [literal(value) for value in params.more]
+    outcome, _ = call_timed(context, function, params.model, prompt, max_new_tokens, *more, device="cuda")
+    return judge_synchronize(outcome, function)
 
 
 def cuda_misuse(outcome: CallOutcome, function: str, on_cuda: bool) -> Verdict | None:
