@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, failed_call
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, failed_call
+from grader.checks.shapes import ANY, FRAME, MODEL, STRING, TOKENIZER, instance, items, keyed_by, keys
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
     cuda_misuse,
-    require_keys,
     retry_while_too_long,
     warmup_before,
 )
@@ -33,6 +33,10 @@ from grader.harness import CallOutcome, ExceptionInfo, literal
 from grader.kernel.protocol import FigureAxes, GenerateEvent
 from grader.replay import NotRecorded
 from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
+
+# What the loaders and resolve_precision return.
+RESOLVED = items(instance(DType, "a torch dtype"), STRING, names="(torch dtype, label string)")
+LOADED = items(TOKENIZER, MODEL, ANY, ANY, names="(tokenizer, model, model_id, dtype_label)")
 
 TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed model.generate call"
 
@@ -68,16 +72,8 @@ def _resolve(context: CheckContext, function: str, precision: str, device: str) 
 def _resolved(context: CheckContext, function: str, precision: str, device: str) -> tuple[DType, str]:
     """The (dtype, label) the student's function returns, or stop with why not."""
     call = f"{function}({precision!r}, {device!r})"
-    value = context.returned(_resolve(context, function, precision, device), call)
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], DType) and isinstance(value[1], str)):
-        raise StopCheck(
-            Verdict.failed(
-                f"{call} should return (torch dtype, label string), but it returned {kind_of(value)}.",
-                expected="(torch.dtype, str)",
-                found=kind_of(value),
-            )
-        )
-    return value[0], value[1]
+    dtype, label = context.returned(_resolve(context, function, precision, device), call, RESOLVED)
+    return dtype, label
 
 
 def student_resolution(
@@ -178,18 +174,8 @@ def _loader_call(context: CheckContext, params: LoaderParams, candidates: list[s
 
 def _loaded(context: CheckContext, params: LoaderParams, candidates: list[str]) -> tuple[Tokenizer, Model, Any, Any]:
     call = f"{params.function}({candidates!r}, {params.precision!r})"
-    value = context.returned(_loader_call(context, params, candidates), call)
-    if not (
-        isinstance(value, (tuple, list)) and len(value) == 4 and isinstance(value[0], Tokenizer) and isinstance(value[1], Model)
-    ):
-        raise StopCheck(
-            Verdict.failed(
-                f"{call} should return (tokenizer, model, model_id, dtype_label), but it returned {kind_of(value)}.",
-                expected="(tokenizer, model, model_id, dtype_label)",
-                found=kind_of(value),
-            )
-        )
-    return value[0], value[1], value[2], value[3]
+    tokenizer, loaded, model_id, label = context.returned(_loader_call(context, params, candidates), call, LOADED)
+    return tokenizer, loaded, model_id, label
 
 
 @check_kind("latency_loader_none_loads", LoaderParams)
@@ -308,7 +294,7 @@ def _measure(
         dtype="float32",
         pace_s=params.pace_s,
     )
-    require_keys(value, params.function, METRICS)
+    expect_shape(value, keys(*METRICS), params.function)
     if not outcome.generate_events():
         raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
     return outcome, value
@@ -445,15 +431,7 @@ def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int],
     misuse = cuda_misuse(outcome, params.function, context.on_cuda)
     if misuse is not None:
         raise StopCheck(misuse)
-    frame = context.returned(outcome, call)
-    if not isinstance(frame, Frame):
-        raise StopCheck(
-            Verdict.failed(
-                f"{call} should return a pandas DataFrame, but it returned {kind_of(frame)}.",
-                expected="a DataFrame with one row per length",
-                found=kind_of(frame),
-            )
-        )
+    frame = context.returned(outcome, call, FRAME)
     missing = [column for column in SWEEP_COLUMNS if column not in frame.columns]
     if missing:
         raise StopCheck(
@@ -650,9 +628,7 @@ def precision_sweep_result(context: CheckContext, params: PrecisionSweepParams) 
     misuse = cuda_misuse(outcome, params.function, context.on_cuda)
     if misuse is not None:
         raise StopCheck(misuse)
-    value = context.returned(outcome, call)
-    if not isinstance(value, dict):
-        raise StopCheck(Verdict.failed(f"{call} should return a dict keyed by dtype label, but it returned {kind_of(value)}."))
+    value = context.returned(outcome, call, keyed_by("dtype label"))
     device = "cuda" if context.on_cuda else "cpu"
     resolved = {precision: student_resolution(context, precision, device) for precision in params.precisions}
     return PrecisionSweep(call, max_new_tokens, outcome, value, resolved)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind, first_failure, number
 from grader.checks.identity import other_model
+from grader.checks.shapes import STRING
 from grader.checks.timing import (
     judge_generate_inputs,
     judge_timed_call,
@@ -63,10 +64,8 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
         target = context.rng.randint(*params.targets)
         call = f"{params.function}(tokenizer, {base!r}, {target})"
         prompt = context.returned(
-            context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call
+            context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call, STRING
         )
-        if not isinstance(prompt, str):
-            return Verdict.failed(f"{call} should return a string, but it returned {kind_of(prompt)}.", found=kind_of(prompt))
         tokens = count(prompt)
         if base.strip() not in prompt:
             return Verdict.failed(

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind
+from grader.checks.base import CheckContext, StopCheck, Verdict, check_kind, expect_shape
 from grader.checks.loss import (
     CorpusParams,
     draw_corpus,
@@ -23,6 +23,7 @@ from grader.checks.loss import (
     reference_variants,
     text_token_lengths,
 )
+from grader.checks.shapes import keys
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
@@ -51,22 +52,7 @@ def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[s
 
 def _returned_dict(context: CheckContext, params: CorpusParams, outcome: CallOutcome, needed: tuple[str, ...]) -> dict[str, Any]:
     """The returned dict, or stop: only the keys this check judges are required."""
-    value = context.returned(outcome, params.function)
-    missing = [key for key in needed if not isinstance(value, dict) or key not in value]
-    if missing:
-        raise StopCheck(
-            Verdict.failed(
-                f"{params.function} should return a dict with 'loss', 'perplexity' and 'tokens', but "
-                + (
-                    f"it has no {', '.join(repr(m) for m in missing)}."
-                    if isinstance(value, dict)
-                    else f"it returned {kind_of(value)}."
-                ),
-                expected="{'loss': float, 'perplexity': float, 'tokens': int}",
-                found=kind_of(value) if not isinstance(value, dict) else f"keys {sorted(map(str, value))}",
-            )
-        )
-    return value
+    return dict(context.returned(outcome, params.function, keys(*needed, text="a dict with 'loss', 'perplexity' and 'tokens'")))
 
 
 class LossParams(CorpusParams):
@@ -208,14 +194,7 @@ def _timing_call(
     outcome, value = call_timed(
         context, params.function, params.model, prompt, max_new_tokens, device=device, dtype="float32", pace_s=params.pace_s
     )
-    if not isinstance(value, dict) or not {"latency_s", "tokens_per_s"} <= set(value):
-        raise StopCheck(
-            Verdict.failed(
-                f"{params.function} should return a dict with 'latency_s' and 'tokens_per_s', but it returned {kind_of(value)}.",
-                expected="{'latency_s': float, 'tokens_per_s': float}",
-                found=kind_of(value),
-            )
-        )
+    expect_shape(value, keys("latency_s", "tokens_per_s"), params.function)
     if not outcome.generate_events():
         raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
     return outcome, value

@@ -14,7 +14,18 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_type, failed_call, number
+from grader.checks.base import (
+    CheckContext,
+    Params,
+    StopCheck,
+    Verdict,
+    check_kind,
+    expect_shape,
+    expect_type,
+    failed_call,
+    number,
+)
+from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timing import (
     call_timed,
     judge_generate_inputs,
@@ -92,12 +103,7 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
     value = context.returned(outcome, params.function)
     if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
         value = value.values[0]
-    if not is_number(value):
-        return Verdict.failed(
-            f"{params.function} should return a number of MB, but it returned {kind_of(value)}.",
-            expected="a float (MB)",
-            found=kind_of(value),
-        )
+    expect_shape(value, numeric("a number of MB", "a float (MB)"), params.function)
     reference_model = context.models.model(spec)
     expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
     # Asked before judging, not only on a wrong value: a student kit replays what the solution asked.
@@ -148,15 +154,7 @@ class GenerateParams(Params):
 
 def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
     """The (text, latency) pair, or stop with a message about the return value's shape."""
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise StopCheck(
-            Verdict.failed(
-                f"{function} should return (generated_text, latency), but it returned {kind_of(value)}.",
-                expected="a tuple (str, float)",
-                found=kind_of(value),
-            )
-        )
-    first, second = value
+    first, second = expect_shape(value, items(ANY, ANY, names="(generated_text, latency)"), function)
     if is_number(first) and isinstance(second, str):
         raise StopCheck(
             Verdict.failed(

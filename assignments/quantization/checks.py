@@ -23,10 +23,11 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, number, shape_verdict
 from grader.checks.common import screen_answer
 from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, reference_variants, text_token_lengths
+from grader.checks.shapes import ANY, FRAME, items, keyed_by, keys
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,
@@ -35,7 +36,6 @@ from grader.checks.timing import (
     judge_latency,
     judge_timed_call,
     max_matching,
-    require_keys,
     retry_while_too_long,
     tokens_limit,
     too_long,
@@ -98,9 +98,9 @@ def _span(low: object, high: object) -> str:
     return str(low) if low == high else f"{low} to {high}"
 
 
-def _metrics_dict(value: Any, call: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    value = require_keys(value, call, keys)
-    bad = [key for key in keys if not is_number(value[key]) or float(value[key]) <= 0]
+def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, Any]:
+    value = expect_shape(value, keys(*names), call)
+    bad = [key for key in names if not is_number(value[key]) or float(value[key]) <= 0]
     if bad:
         raise StopCheck(
             Verdict.failed(
@@ -221,16 +221,7 @@ def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str]:
 
     outcome = context.once(key, quantize)
     call = f"{params.function}({params.model!r}, save_dir)"
-    value = context.returned(outcome, call)
-    if not (isinstance(value, (tuple, list)) and len(value) == 2):
-        raise StopCheck(
-            Verdict.failed(
-                f"{call} should return (quantized_model, info), but it returned {kind_of(value)}.",
-                expected="(quantized model, info string)",
-                found=kind_of(value),
-            )
-        )
-    quantized, info = value
+    quantized, info = context.returned(outcome, call, items(ANY, ANY, names="(quantized_model, info)"))
     if not isinstance(quantized, OnnxModel):  # described as one only when it is an instance of Optimum's ORTModel
         raise StopCheck(
             Verdict.failed(
@@ -423,11 +414,7 @@ def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str],
         ),
     )
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
-    value = context.returned(outcome, call)
-    if not isinstance(value, dict):
-        raise StopCheck(
-            Verdict.failed(f"{call} should return a dict of settings, but it returned {kind_of(value)}.", found=kind_of(value))
-        )
+    value = context.returned(outcome, call, keyed_by("setting"))
     return prompts, max_new_tokens, outcome, value
 
 
@@ -598,11 +585,7 @@ def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], lis
         ),
     )
     call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
-    frame = context.returned(outcome, call)
-    if not isinstance(frame, Frame):
-        raise StopCheck(
-            Verdict.failed(f"{call} should return a pandas DataFrame, but it returned {kind_of(frame)}.", found=kind_of(frame))
-        )
+    frame = context.returned(outcome, call, FRAME)
     return prompts, sizes, max_new_tokens, outcome, frame
 
 
@@ -889,11 +872,7 @@ def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], Ca
         )
 
     outcome = context.once(key, compare)
-    value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)")
-    if not isinstance(value, dict):
-        raise StopCheck(
-            Verdict.failed(f"{params.function} should return a dict keyed by model label, but it returned {kind_of(value)}.")
-        )
+    value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)", keyed_by("model label"))
     return texts, outcome, value
 
 
@@ -1092,13 +1071,7 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
             and not measure_ignores_inputs(context, outcome, params.measure_function)
         ),
     )
-    value = context.returned(outcome, call)
-    if not isinstance(value, dict) or len(value) < len(EDGE_KINDS):
-        return Verdict.failed(
-            f"{call} should return a dict with one entry per edge kind ({', '.join(EDGE_KINDS)}), but it returned {kind_of(value)}.",
-            expected=f"{len(EDGE_KINDS)} entries",
-            found=kind_of(value),
-        )
+    value = context.returned(outcome, call, keyed_by(f"edge kind, one entry each ({', '.join(EDGE_KINDS)})", len(EDGE_KINDS)))
     for name, metrics in value.items():
         _metrics_dict(metrics, f"the edge prompt {name!r}", SETTING_METRICS)
     reference_tokenizer = context.models.tokenizer(params.model)
@@ -1394,16 +1367,8 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
 
 def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
     sizes, call, outcome = _controller_call(context, params)
-    value = context.returned(outcome, call)
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Frame)):
-        raise StopCheck(
-            Verdict.failed(
-                f"{call} should return (results table DataFrame, takeaways list), but it returned {kind_of(value)}.",
-                expected="(DataFrame, list of str)",
-                found=kind_of(value),
-            )
-        )
-    return sizes, value[0], value[1]
+    table, takeaways = context.returned(outcome, call, items(FRAME, ANY, names="(results table DataFrame, takeaways list)"))
+    return sizes, table, takeaways
 
 
 def _built_table(context: CheckContext, params: ControllerParams) -> tuple[list[int], Any]:
@@ -1425,8 +1390,9 @@ def _built_table(context: CheckContext, params: ControllerParams) -> tuple[list[
 
 def judge_table(table: Any, sizes: list[int], who: str) -> Verdict | None:
     """None if ``table`` holds every column and scenario (labels read by meaning); else the failed verdict."""
-    if not isinstance(table, Frame):
-        return Verdict.failed(f"{who} should return a pandas DataFrame, but it returned {kind_of(table)}.", found=kind_of(table))
+    wrong = shape_verdict(table, FRAME, who)
+    if wrong is not None or not isinstance(table, Frame):
+        return wrong
     missing = [column for column in TABLE_COLUMNS if column not in table.columns]
     if missing:
         return Verdict.failed(

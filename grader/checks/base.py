@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from grader.checks.shapes import ANY, Shape, shape_problem
 from grader.facts import GradedBy, Outcome
 from grader.harness import CallOutcome, Harness, model, model_spec, tokenizer
 from grader.kernel.protocol import Recipe, TokenizerRecipe
@@ -201,11 +202,12 @@ class CheckContext:
             function, model(model_spec(hub_id, device=device, dtype=dtype)), self.tokenizer(hub_id), *args, **options
         )
 
-    def returned(self, outcome: CallOutcome, what: str) -> Any:
-        """The value a call returned, or stop the check with a message saying what went wrong."""
-        if outcome.ok:
-            return outcome.value
-        raise StopCheck(failed_call(outcome, what))
+    def returned(self, outcome: CallOutcome, what: str, returns: Shape = ANY) -> Any:
+        """The value a call returned, of the declared shape ``returns``; or stop the check with a message saying what
+        went wrong (the call's failure, or what it should return and what it returned instead)."""
+        if not outcome.ok:
+            raise StopCheck(failed_call(outcome, what))
+        return expect_shape(outcome.value, returns, what)
 
 
 def first_failure(verdicts: Iterable[Verdict | None]) -> Verdict | None:
@@ -242,6 +244,23 @@ def tampered_verdict(function: str, why: str) -> Verdict:
         found="tampered evidence",
         tampered=why,
     )
+
+
+def expect_shape(value: Any, shape: Shape, call: str) -> Any:
+    """``value`` if it has the declared ``shape``; else stop with "<call> should return <shape>, but ..."."""
+    verdict = shape_verdict(value, shape, call)
+    if verdict is not None:
+        raise StopCheck(verdict)
+    return value
+
+
+def shape_verdict(value: Any, shape: Shape, call: str) -> Verdict | None:
+    """None if ``value`` has the declared ``shape``; else the failed verdict "<call> should return <shape>, but ..."."""
+    problem = shape_problem(value, shape, call)
+    if problem is None:
+        return None
+    message, expected, found = problem
+    return Verdict.failed(message, expected=expected, found=found)
 
 
 def expect_type(value: Any, expected: type | tuple[type, ...], what: str, wanted: str) -> Any:

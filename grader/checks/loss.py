@@ -12,12 +12,13 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, number
 from grader.checks.identity import other_model
+from grader.checks.shapes import MODEL, TOKENIZER, items
 from grader.harness import literal, model_spec
 from grader.quiet import quiet_libraries
 from grader.replay import reference_side
-from grader.values import Model, Tokenizer, kind_of
+from grader.values import Model, Tokenizer
 from grader.zoo.build import CORPUS_PATH, read_documents
 
 GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total number of predicted tokens, then take exp"
@@ -59,17 +60,8 @@ def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Mod
                 found="(model, tokenizer)",
             )
         )
-    if not (
-        isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Tokenizer) and isinstance(value[1], Model)
-    ):
-        raise StopCheck(
-            Verdict.failed(
-                f"{params.function} should return (tokenizer, model), but it returned {kind_of(value)}.",
-                expected="a tuple (tokenizer, model)",
-                found=kind_of(value),
-            )
-        )
-    return value[0], value[1]
+    tokenizer, loaded = expect_shape(value, items(TOKENIZER, MODEL, names="(tokenizer, model)"), params.function)
+    return tokenizer, loaded
 
 
 @check_kind("loader_same_id", LoaderParams)

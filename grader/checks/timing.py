@@ -20,7 +20,6 @@ from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_k
 from grader.evidence import generated_anything
 from grader.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
-from grader.values import kind_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -74,21 +73,6 @@ def call_timed(
     if misuse is not None:
         raise StopCheck(misuse)
     return outcome, context.returned(outcome, function)
-
-
-def require_keys(value: Any, what: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``value`` if it is a dict holding ``keys``; else stop with a verdict naming what is missing."""
-    missing = [key for key in keys if not isinstance(value, dict) or key not in value]
-    if missing:
-        raise StopCheck(
-            Verdict.failed(
-                f"{what} should return a dict with {', '.join(keys)}, but "
-                + (f"it has no {', '.join(missing)}." if isinstance(value, dict) else f"it returned {kind_of(value)}."),
-                expected="{" + ", ".join(f"'{key}': ..." for key in keys) + "}",
-                found=f"keys {sorted(map(str, value))}" if isinstance(value, dict) else kind_of(value),
-            )
-        )
-    return dict(value)
 
 
 def again_while(attempts: int, attempt: Callable[[], R], reads_too_long: Callable[[R], bool]) -> R:
