@@ -1,10 +1,11 @@
 """The course folder: one folder per assignment under ``assignments/``, holding all it needs.
 
-``assignments/<name>/`` holds the rubric (``rubric.yaml``), the reference implementation
-(``reference.py``), the notebooks' sources (``notebooks.py``) and the starter and solution they
-build, and the assignment's own check kinds: ``checks.py`` (those its public checks use; a
-student kit ships it) and ``hidden_checks.py`` (those only its hidden checks use; never
-shipped). Check kinds come through one door (:func:`grader.checks.load_registry`): the package's
+``assignments/<name>/`` holds the rubric (``rubric.yaml``), the starter and the solution notebooks
+(and ``notebooks.py``, the sources they are built from), and the assignment's own check kinds:
+``checks.py`` (those its public checks use; a student kit ships it) and ``hidden_checks.py`` (those
+only its hidden checks use; never shipped). The reference implementation the grader runs is the
+solution's own definitions (:func:`grader.reference.solution_definitions`): the solution is written
+once. A folder may hold a ``reference.py`` instead, which then is the reference. Check kinds come through one door (:func:`grader.checks.load_registry`): the package's
 generic kinds, and each assignment's modules, imported as ``course_assignments.<name>.checks``
 so that a course passed with ``--course`` brings its assignments whole.
 """
@@ -29,7 +30,8 @@ from grader.rubric import Rubric, load_rubric
 
 ASSIGNMENTS_DIR = "assignments"
 RUBRIC_FILE = "rubric.yaml"
-REFERENCE_FILE = "reference.py"
+REFERENCE_FILE = "reference.py"  # optional: without it, the solution notebook's definitions are the reference
+SOLUTION_FILE = "solution.ipynb"
 PUBLIC_CHECKS = "checks.py"  # kinds the public checks use: shipped in the student kit
 HIDDEN_CHECKS = "hidden_checks.py"  # kinds only hidden checks use: never shipped
 CHECK_FILES = (PUBLIC_CHECKS, HIDDEN_CHECKS)
@@ -102,7 +104,7 @@ class Assignment:
 
     def source_files(self) -> list[Path]:
         """Every file a verdict can depend on: rubric, reference, check modules, given files."""
-        return [self.rubric_path, self.folder / REFERENCE_FILE, *self.check_files(), *self.given_files()]
+        return [self.rubric_path, self.reference_source, *self.check_files(), *self.given_files()]
 
     @property
     def starter(self) -> Path:
@@ -112,7 +114,14 @@ class Assignment:
     @property
     def solution(self) -> Path:
         """The solution notebook (full marks)."""
-        return self.folder / "solution.ipynb"
+        return self.folder / SOLUTION_FILE
+
+    @property
+    def reference_source(self) -> Path:
+        """Where the reference implementation comes from: ``reference.py`` where the folder has one, else the
+        solution notebook's definitions."""
+        explicit = self.folder / REFERENCE_FILE
+        return explicit if explicit.exists() else self.solution
 
     def given_files(self) -> list[Path]:
         """Files copied next to the notebook before it runs."""
@@ -126,11 +135,11 @@ class Assignment:
     @property
     def in_kit(self) -> bool:
         """Whether this is a student kit's copy: recorded values instead of the reference implementation."""
-        return not (self.folder / REFERENCE_FILE).exists() and self.recorded.exists()
+        return not self.reference_source.exists() and self.recorded.exists()
 
     def load_reference(self) -> ModuleType:
         """The reference implementation, imported in the grader's process."""
-        return load_reference_module(self.folder / REFERENCE_FILE, self.name)
+        return load_reference_module(self.reference_source, self.name)
 
     def reference_side(self, models: ReferenceModels, record: bool = False) -> ReferenceSide:
         """The reference side of the checks: the implementation, or in a kit its recorded values."""
@@ -158,7 +167,7 @@ def find_course_root(explicit: Path | None = None) -> Path:
         if (candidate / "rubrics").is_dir() and explicit is not None:
             raise UsageError(
                 f"{candidate} has the old layout (rubrics/<name>.yaml, reference/<name>/): move each assignment into "
-                f"{ASSIGNMENTS_DIR}/<name>/ (rubric.yaml, reference.py, starter.ipynb, checks.py); see README 'Adding an assignment'"
+                f"{ASSIGNMENTS_DIR}/<name>/ (rubric.yaml, starter.ipynb, solution.ipynb, checks.py); see README 'Adding an assignment'"
             )
     tried = ", ".join(str(c) for c in candidates)
     raise UsageError(f"no course folder found (a folder with {ASSIGNMENTS_DIR}/); tried: {tried}. Pass --course DIR.")

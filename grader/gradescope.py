@@ -103,7 +103,8 @@ SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 def build_autograder(project_root: Path, course_root: Path, assignment: str, out_dir: Path) -> Path:
     """Write ``OUTDIR/autograder-ASSIGNMENT.zip``; return its path."""
-    from grader.course import ASSIGNMENTS_DIR, Course
+    from grader.course import ASSIGNMENTS_DIR, REFERENCE_FILE, Course
+    from grader.reference import solution_definitions
 
     course = Course(course_root)
     spec = course.assignment(assignment)  # a broken rubric stops here, not on Gradescope
@@ -121,7 +122,10 @@ def build_autograder(project_root: Path, course_root: Path, assignment: str, out
         folder = staging / "course" / ASSIGNMENTS_DIR / assignment
         folder.mkdir(parents=True)
         for path in [*spec.source_files(), spec.starter]:
-            if path.is_dir():
+            if path == spec.solution:
+                # The reference side the solution's definitions are, without the rest of the solution notebook.
+                (folder / REFERENCE_FILE).write_text(solution_definitions(path), encoding="utf-8")
+            elif path.is_dir():
                 shutil.copytree(path, folder / path.name, ignore=SKIP)
             elif path.exists():
                 shutil.copy2(path, folder / path.name)

@@ -5,9 +5,10 @@ hidden checks removed, only their count and points kept), the grader to install,
 reference side's values for the public checks, recorded on the tiny models. It holds no
 reference implementation, no solution notebook and no hidden check or input:
 
-- ``assignments/<assignment>/reference.py`` stays behind; the public checks' calls into it were
-  recorded (``recorded.json``) by grading the solution notebook with the public checks, and a
-  kit's grader replays them (:mod:`grader.replay`).
+- the reference implementation (the solution notebook's definitions, or the folder's
+  ``reference.py``) stays behind; the public checks' calls into it were recorded
+  (``recorded.json``) by grading the solution notebook with the public checks, and a kit's
+  grader replays them (:mod:`grader.replay`).
 - the assignment's ``hidden_checks.py`` stays behind: the kit has only the kinds of its public
   checks (``checks.py``) and the package's generic ones.
 - functions of the check modules marked ``@reference_side`` (those that compute an expected

@@ -7,7 +7,9 @@ the kernel runtime uses, so the reference and the student see the same model.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -17,14 +19,18 @@ from grader import scratch
 from grader.errors import CourseError
 from grader.kernel import runtime
 from grader.kernel.protocol import ModelSpec
+from grader.notebook import python_source, read_notebook
 from grader.quiet import quiet_libraries
 from grader.zoo import ModelZoo
 
 
 def load_reference_module(path: Path, name: str) -> ModuleType:
-    """Import a reference implementation from its file, under a private module name."""
+    """Import a reference implementation from its file, under a private module name: a ``reference.py``, or the
+    definitions of a solution notebook (:func:`solution_definitions`)."""
     if not path.is_file():
         raise CourseError(f"the reference implementation {path} is missing")
+    if path.suffix == ".ipynb":
+        return _module_from_source(solution_definitions(path), path, name)
     spec = importlib.util.spec_from_file_location(f"llm_grader_reference_{name.replace('-', '_')}", path)
     if spec is None or spec.loader is None:
         raise CourseError(f"cannot import the reference implementation {path}")
@@ -33,6 +39,62 @@ def load_reference_module(path: Path, name: str) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as error:
         raise CourseError(f"the reference implementation {path} failed to import: {type(error).__name__}: {error}") from error
+    return module
+
+
+def _is_definition(node: ast.stmt) -> bool:
+    """An import, a function or class, or a name bound to a value computed without calling anything (a constant)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        return not any(isinstance(part, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for part in ast.walk(node.value))
+    return False
+
+
+def solution_definitions(path: Path) -> str:
+    """The definitions of a solution notebook, as one module's source: the reference implementation the solution is.
+
+    The solution is written once, as the notebook students are graded against; the grader's reference side is its
+    imports, functions, classes and constants, in the notebook's order. What the notebook runs (loading models,
+    experiments, prints) is left out, and so is a constant that needs what the notebook computes when it runs (its
+    device, say): each definition is run once here, and one that fails for a name it cannot see is not kept.
+    """
+    notebook = read_notebook(path)
+    kept: list[str] = []
+    namespace: dict[str, Any] = {"__name__": f"llm_grader_solution_{path.parent.name.replace('-', '_')}"}
+    for number, cell in enumerate(notebook.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        source = python_source(cell.source)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as error:
+            raise CourseError(f"{path} cell {number} is not valid Python: {error}") from error
+        for node in tree.body:
+            segment = ast.get_source_segment(source, node, padded=True) if _is_definition(node) else None
+            if segment is None:
+                continue
+            segment = textwrap.dedent(segment)
+            try:
+                with quiet_libraries():
+                    exec(compile(segment, f"{path} (cell {number})", "exec"), namespace)
+            except NameError:
+                continue  # it needs what the notebook computes when it runs: not a definition
+            except Exception as error:
+                raise CourseError(f"{path} cell {number}: {type(error).__name__}: {error}") from error
+            kept.append(segment)
+    header = f'"""The definitions of {path.name} (its imports, functions, classes and constants): the reference side."""'
+    return "\n\n".join([header, *kept]) + "\n"
+
+
+def _module_from_source(source: str, path: Path, name: str) -> ModuleType:
+    module = ModuleType(f"llm_grader_reference_{name.replace('-', '_')}")
+    module.__file__ = str(path)
+    try:
+        with quiet_libraries():
+            exec(compile(source, str(path), "exec"), module.__dict__)
+    except Exception as error:
+        raise CourseError(f"the reference implementation {path} failed to load: {type(error).__name__}: {error}") from error
     return module
 
 

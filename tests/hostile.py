@@ -50,7 +50,7 @@ class Attack:
 
 def attacks(t: Targets, solution: Cells) -> list[Attack]:
     """The corpus, each entry an attack or a fault."""
-    reference = t.course / "assignments" / "ptq-bnb" / "reference.py"
+    reference = t.course / "assignments" / "ptq-bnb" / "solution.ipynb"
     rubric = t.course / "assignments" / "ptq-bnb" / "rubric.yaml"
     fake_answer = json.dumps({"status": "returned", "value": {"kind": "float", "value": 4.19}, "duration_s": 0.01})
     code = [

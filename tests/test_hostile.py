@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import psutil
 import pytest
 
@@ -29,6 +30,8 @@ from tests.hostile import HOSTILE_MARKER, Attack, Targets, write_corpus
 
 ENV_SECRET = "grader-env-secret-7f3a9c"
 CONTROL_SECRET = "control-secret-51d2e8"
+# A constant of the course's solution notebook: the reference side the grader loads holds it (grader/reference.py).
+REFERENCE_SECRET = "reference-secret-0c94b1"
 LIMITS = "limits:\n  cell_timeout_s: 180\n  notebook_timeout_s: 900\n  call_timeout_s: 60\n"
 SMALL_LIMITS = (
     "limits:\n  cell_timeout_s: 30\n  notebook_timeout_s: 120\n  call_timeout_s: 30\n  memory_mib: 1536\n"
@@ -114,6 +117,10 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
     rubric = course / "assignments" / "ptq-bnb" / "rubric.yaml"
     assert LIMITS in rubric.read_text()
     rubric.write_text(rubric.read_text().replace(LIMITS, SMALL_LIMITS))
+    solution_path = course / "assignments" / "ptq-bnb" / "solution.ipynb"
+    with_secret = nbformat.read(solution_path, as_version=4)
+    with_secret.cells.append(nbformat.v4.new_code_cell(f"REFERENCE_SECRET = {REFERENCE_SECRET!r}"))
+    nbformat.write(with_secret, solution_path)
     folder = base / "submissions"
     folder.mkdir()
     out = base / "out"
@@ -149,7 +156,7 @@ def _grade_corpus(base: Path, root: Path, ptq_sources: Any, zoo: ModelZoo) -> di
         "corpus": corpus,
         "changed": {path for path, digest in digests(*watched).items() if before.get(path) != digest},
         "leftovers": kernel_processes(),
-        "reference": (course / "assignments" / "ptq-bnb" / "reference.py").read_text(),
+        "reference": REFERENCE_SECRET,
         "rubric": rubric.read_text(),
     }
 
@@ -206,7 +213,7 @@ def test_every_result_says_what_happened(run: dict[str, Any]) -> None:
 
 
 def test_nothing_secret_reaches_any_result(run: dict[str, Any]) -> None:
-    reference_line = run["reference"].splitlines()[0]
+    reference_line = run["reference"]
     rubric_line = next(line for line in run["rubric"].splitlines() if line.startswith("#"))
     for attack in run["corpus"]:
         folder = run["out"] / attack.name

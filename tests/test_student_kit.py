@@ -24,7 +24,7 @@ from grader.authoring import make_notebook, with_edits, write_notebook
 from grader.course import Course
 from grader.grading import Grader
 from grader.kit import withheld_functions, write_kit
-from grader.reference import ReferenceModels
+from grader.reference import ReferenceModels, solution_definitions
 from grader.replay import NotRecorded, Recording, ReferenceSide
 from grader.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
@@ -93,12 +93,12 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     assert [name for name in names if name.endswith(".ipynb")] == [f"{ASSIGNMENT}.ipynb"]
     assert not [name for name in names if name.startswith(("submissions/", "tests/", "scripts/"))]
 
-    # No function of any reference implementation, nor any @reference_side function of the
-    # grader's checks, keeps its body in any file of the kit (compared as normalised ASTs).
+    # No function of any reference implementation (each solution notebook's definitions), nor any @reference_side
+    # function of the grader's checks, keeps its body in any file of the kit (compared as normalised ASTs).
     # No hidden check kind either: every function of every assignment's hidden_checks.py.
     secret: dict[str, str] = {}
-    for path in sorted((root / "assignments").glob("*/reference.py")):
-        secret |= {f"{path.parent.name}: {name}": body for name, body in function_bodies(path.read_text()).items()}
+    for path in sorted((root / "assignments").glob("*/solution.ipynb")):
+        secret |= {f"{path.parent.name}: {name}": body for name, body in function_bodies(solution_definitions(path)).items()}
     for path in sorted((root / "assignments").glob("*/hidden_checks.py")):
         secret |= {f"{path.parent.name} hidden: {name}": body for name, body in function_bodies(path.read_text()).items()}
     for path in sorted([*(root / "grader").rglob("*.py"), *(root / "assignments").glob("*/checks.py")]):
@@ -112,7 +112,7 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     starter = (root / "assignments" / ASSIGNMENT / "starter.ipynb").read_text()
     solution_lines = {
         line.strip()
-        for line in (root / "assignments" / ASSIGNMENT / "reference.py").read_text().splitlines()
+        for line in solution_definitions(root / "assignments" / ASSIGNMENT / "solution.ipynb").splitlines()
         if len(line.strip()) > 30
         and line.strip() not in starter
         and not line.strip().startswith(('"""', "#", "def ", "from ", "import "))
