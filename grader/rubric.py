@@ -248,8 +248,11 @@ def load_rubric(
             known = ", ".join(sorted(params_models))
             problems.append(f"checks[{index}].kind: unknown check kind {check.kind!r}; known kinds: {known}")
             continue
+        given = dict(check.params)
+        if "function" in model.model_fields and "function" not in given:
+            given["function"] = check.target  # the function a check calls is its target unless it names another
         try:
-            params[check.id] = model.model_validate(dict(check.params))
+            params[check.id] = model.model_validate(given)
         except ValidationError as error:
             problems.extend(_problems(error, ("checks", index, "params")))
     if problems:

@@ -19,7 +19,7 @@ from tests.conftest import grade_bundles, outcome
 
 
 def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) -> None:
-    params = LossParams()
+    params = LossParams(function="evaluate_loss")
     models = ReferenceModels(zoo)
     with quiet_libraries():
         model = models.model({"hub_id": "gpt2", "quantization": "none", "dtype": "float32", "device": "auto"})
@@ -38,12 +38,13 @@ def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) ->
 def test_the_reference_matches_loss_variants(zoo: ModelZoo, root: Path) -> None:
     from grader.reference import load_reference_module
 
-    reference = load_reference_module(root / "assignments" / "perplexity" / "reference.py", "perplexity")
+    # The solution notebook's own evaluate_loss: the reference side is the solution's definitions.
+    reference = load_reference_module(root / "assignments" / "perplexity" / "solution.ipynb", "perplexity")
     models = ReferenceModels(zoo)
     with quiet_libraries():
         model = models.model({"hub_id": "gpt2", "quantization": "none", "dtype": "float32", "device": "auto"})
         tokenizer = models.tokenizer("gpt2")
-        texts, batch_size = hidden_corpus(random.Random(7), LossParams())
+        texts, batch_size = hidden_corpus(random.Random(7), LossParams(function="evaluate_loss"))
         expected = reference.evaluate_loss(model, tokenizer, texts, batch_size)
         variants = loss_variants(model, tokenizer, texts, batch_size)
     assert math.isclose(expected["loss"], variants["loss"], rel_tol=1e-9)

@@ -218,7 +218,7 @@ def test_batches_are_judged_by_what_measure_batched_gave_its_measure_function() 
     from course_assignments.quantization.checks import BatchParams, batches_asked_throughput
     from course_assignments.quantization.hidden_checks import batches_asked_sizes
 
-    params = BatchParams(prompts=PROMPTS)
+    params = BatchParams(function="measure_batched", prompts=PROMPTS)
     calls = [
         measure_call([PROMPTS[0]], 7, latency=0.2, tokens=7),
         measure_call([PROMPTS[1], PROMPTS[2], PROMPTS[1]], 7, latency=0.3, tokens=7),
@@ -259,7 +259,7 @@ EDGES = {"short": "Hi", "long": " ".join(f"w{i}" for i in range(250)), "multi": 
 def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> None:
     from course_assignments.quantization.checks import EdgeParams, edges_asked
 
-    params, tokenizer, call = EdgeParams(), WordTokenizer(), "probe_edge_prompts(...)"
+    params, tokenizer, call = EdgeParams(function="probe_edge_prompts"), WordTokenizer(), "probe_edge_prompts(...)"
     latencies = {kind: 0.1 * (index + 1) for index, kind in enumerate(EDGES)}
     reported = {
         kind: {"latency_s": latency, "tokens_per_s": 9 / latency, "ms_per_token": 1.0} for kind, latency in latencies.items()
@@ -313,13 +313,13 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
 def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> None:
     from course_assignments.quantization.checks import BatchParams, EdgeParams, batches_asked_throughput, edges_asked
 
-    params = BatchParams(prompts=PROMPTS)
+    params = BatchParams(function="measure_batched", prompts=PROMPTS)
     calls = [measure_call([PROMPTS[0]], 7, latency=latency, tokens=7) for latency in (0.2, 0.3)]
     for latency in (0.2, 0.25, 0.3):
         row = batch_frame([(1, latency, 7 / latency, latency)])
         assert batches_asked_throughput(params, PROMPTS, 7, [1], row, calls).outcome == "passed", latency
     assert batches_asked_throughput(params, PROMPTS, 7, [1], batch_frame([(1, 0.5, 14.0, 0.5)]), calls).outcome == "failed"
-    edge = EdgeParams()
+    edge = EdgeParams(function="probe_edge_prompts")
     calls = [measure_call([prompt], 9, latency=latency, tokens=9) for prompt in EDGES.values() for latency in (0.1, 0.2)]
     mean = {kind: {"latency_s": 0.15, "tokens_per_s": 9 / 0.15, "ms_per_token": 1.0} for kind in EDGES}
     assert edges_asked(edge, WordTokenizer(), 9, "probe_edge_prompts(...)", calls, mean).outcome == "passed"
@@ -380,7 +380,7 @@ def test_a_float16_run_on_cuda_is_judged_by_the_dtype_of_the_timed_model() -> No
 
     from grader.harness import CallOutcome
 
-    params = PrecisionSweepParams(prompts=["p"], precisions=["float32", "float16"])
+    params = PrecisionSweepParams(function="sweep_precisions", prompts=["p"], precisions=["float32", "float16"])
     fp32 = [generate(0.0, 0.1, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
     fp32 += [generate(0.2, 0.4, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
     fp16 = [generate(1.0, 1.1, model_serial=2, model_dtype="torch.float16", max_new_tokens=8)]

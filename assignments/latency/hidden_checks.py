@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, Verdict, check_kind, first_failure, number
+from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, Verdict, check_kind, first_failure, number
 from grader.checks.identity import other_model
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
@@ -44,7 +44,7 @@ class PromptParams(Params):
     """Hidden base texts and targets for build_prompt."""
 
     model: str = Field("gpt2", description="Hub ID of the tokenizer.")
-    function: str = Field("build_prompt", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     base_texts: list[str] = Field(min_length=1, description="Hidden base texts; some are drawn.")
     targets: list[int] = Field([60, 300], min_length=2, max_length=2, description="Range [low, high] of target token counts.")
     cases: int = Field(3, ge=1, description="How many (base text, target) cases are drawn.")
@@ -99,7 +99,7 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
 class InvalidPrecisionParams(Params):
     """Values resolve_precision must reject, drawn at grading time."""
 
-    function: str = Field("resolve_precision", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     invalid: list[str] = Field(
         ["float64", "int8", "float8", "int4", "double", "fp64"],
         min_length=1,

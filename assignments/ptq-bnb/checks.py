@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import (
+    TARGET_FUNCTION,
     CheckContext,
     Params,
     StopCheck,
@@ -62,7 +63,7 @@ class MemoryParams(Params):
     dtypes: list[Dtype] = Field(
         default_factory=list, description="If given, the dtype is drawn from these at grading time (instead of dtype)."
     )
-    function: str = Field("get_model_memory_footprint", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
 
@@ -147,7 +148,7 @@ class GenerateParams(Params):
     """How the student's generate-and-time function is called."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field("generate_text_and_time", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     prompt: str = Field("The capital of France is", description="The prompt passed.")
     max_new_tokens: int = Field(20, ge=1, description="max_new_tokens passed.")
 

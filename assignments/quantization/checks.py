@@ -23,7 +23,17 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, number, shape_verdict
+from grader.checks.base import (
+    TARGET_FUNCTION,
+    CheckContext,
+    Params,
+    StopCheck,
+    Verdict,
+    check_kind,
+    expect_shape,
+    number,
+    shape_verdict,
+)
 from grader.checks.common import screen_answer
 from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, reference_variants, text_token_lengths
@@ -119,7 +129,7 @@ def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, An
 class MeasureParams(PromptsParams):
     """Hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
 
-    function: str = Field("measure_generation", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     use_cache: bool = Field(False, description="use_cache passed (the default is True).")
 
 
@@ -200,7 +210,7 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
 class PtqParams(Params):
     """How the PTQ function is called and judged."""
 
-    function: str = Field("run_static_ptq_optimum", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     model: str = Field("gpt2", description="Hub ID passed.")
     prompt: str = Field("The capital of France is", description="Prompt the quantized model must continue.")
     max_new_tokens: int = Field(8, ge=1, description="Tokens generated from the quantized model.")
@@ -353,7 +363,7 @@ def setting_key(use_cache: bool, side: str) -> str:
 class AblationParams(PromptsParams):
     """A hidden ablation call."""
 
-    function: str = Field("ablate_cache_and_padding", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (what it generates is its own check's)."
     )
@@ -552,7 +562,7 @@ BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_
 class BatchParams(PromptsParams):
     """A hidden batching call."""
 
-    function: str = Field("measure_batched", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
     )
@@ -828,7 +838,7 @@ def batches_asked_throughput(
 class PpxParams(CorpusParams):
     """compare_ppplx on a hidden corpus with the baseline model and an INT8 ONNX model the grader quantizes."""
 
-    function: str = Field("compare_ppplx", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     rel_tolerance: float = Field(
         1e-4, gt=0, lt=0.01, description="Relative tolerance of the baseline loss and of ppx = exp(loss)."
     )
@@ -1006,7 +1016,7 @@ EDGE_KINDS = ("very short", "very long", "multi-line", "repetitive")
 class EdgeParams(LatencyTolerance):
     """How the edge prompts are probed and told apart, and how far their metrics may be from their generate calls."""
 
-    function: str = Field("probe_edge_prompts", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
     )
@@ -1229,7 +1239,7 @@ TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
 class ControllerParams(LatencyTolerance):
     """A hidden run of the whole exercise (the tolerance: a table latency against a generate call of the run)."""
 
-    function: str = Field("run_quantization_exercise", description="The student's function.")
+    function: str = Field(description=TARGET_FUNCTION)
     table_function: str = Field("build_results_table", description="The student's function that builds the table.")
     model: str = Field("gpt2", description="Model id passed.")
     batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")

@@ -86,6 +86,11 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+# The description of a Params' ``function``: the student function a check calls. A rubric need not name it: where its
+# params do not, it is the check's ``target`` (grader/rubric.py), so it is said once, in the rubric.
+TARGET_FUNCTION = "The student's function: the check's target, unless the params name another."
+
+
 class Params(BaseModel):
     """Base of every check kind's params: strict, unknown keys rejected."""
 
