@@ -251,9 +251,14 @@ def forgery(duration_s: Any, events: Sequence[Event], measured: Measured) -> str
 def altered_runtime(measured: Measured) -> str:
     """What the integrity probe found changed in the runtime ("" when nothing): said first, since every record
     made after is the changed runtime's."""
-    if not measured.altered:
+    return altered_message(measured.altered)
+
+
+def altered_message(altered: Sequence[str]) -> str:
+    """What changed in the runtime, as a sentence ("" when nothing)."""
+    if not altered:
         return ""
-    shown = ", ".join(measured.altered[:4]) + (f" and {len(measured.altered) - 4} more" if len(measured.altered) > 4 else "")
+    shown = ", ".join(altered[:4]) + (f" and {len(altered) - 4} more" if len(altered) > 4 else "")
     return f"the notebook changed the grader's instrumentation in the kernel ({shown})"
 
 

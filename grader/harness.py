@@ -18,7 +18,7 @@ from typing import Any, Literal, cast, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from grader.evidence import Measured, altered_runtime, attribute_pauses, recorded_forgery, scheduled_forgery
+from grader.evidence import Measured, altered_message, altered_runtime, attribute_pauses, recorded_forgery, scheduled_forgery
 from grader.execute import KernelReply, KernelSession
 from grader.kernel.protocol import (
     Answer,
@@ -443,7 +443,11 @@ class Harness:
             return CallOutcome("internal", message=f"{what} answered with malformed JSON: {error}", wall_s=reply.duration_s)
         typed, wrong = validated_answer(answer)
         if typed is None:
-            why = f"{what} answered with {wrong}, which the grader's runtime never sends: the runtime in the kernel was tampered with"
+            # What the integrity probe finds changed is said first, as for every other forgery: it is why.
+            why = altered_message(self._altered()) or (
+                f"{what} answered with {wrong}, which the grader's runtime never sends: the runtime in the kernel was "
+                "tampered with"
+            )
             if request["op"] == "call":
                 self.tampered.setdefault(request["function"], why)
             return CallOutcome("tampered", message=why, wall_s=reply.duration_s)
