@@ -1,4 +1,4 @@
-"""How much room the evidence rules (grader/evidence.py) leave honest calls, idle and on a loaded machine.
+"""How much room the evidence rules (grader/kernel/evidence.py) leave honest calls, idle and on a loaded machine.
 
 Runs honest paced timed calls (tokenize, warm-up, timed generate, as the solutions do) in a real kernel on the
 tiny model, first on an idle machine, then with one busy loop per CPU, and prints for each case the figures the
@@ -26,12 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grader import evidence, harness  # noqa: E402
-from grader.authoring import make_notebook  # noqa: E402
-from grader.execute import KernelSession  # noqa: E402
-from grader.harness import Harness, literal, model, model_spec, tokenizer  # noqa: E402
-from grader.reference import ReferenceModels  # noqa: E402
-from grader.zoo import ModelZoo  # noqa: E402
+from grader.authoring import make_notebook
+from grader.grading.reference import ReferenceModels
+from grader.kernel import evidence, harness
+from grader.kernel.harness import Harness, literal, model, model_spec, tokenizer
+from grader.kernel.session import KernelSession
+from grader.zoo import ModelZoo
 
 HONEST = (
     "import time\n"

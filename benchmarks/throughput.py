@@ -117,7 +117,7 @@ def timed_grade(folder: Path, out: Path, workers: int, env: dict[str, str] | Non
 
 def launch_modes(out: Path) -> str:
     """How the run's kernels were started (forked from a template, or launched): the run's own notice."""
-    from grader.sandbox import sandbox_notices
+    from grader.kernel.sandbox import sandbox_notices
 
     notes = [json.loads(path.read_text())["extra_data"]["notes"] for path in out.glob("*/results.json")]
     return next((notice for notice in sandbox_notices(notes) if notice.startswith("Kernels: ")), "no note")

@@ -13,7 +13,7 @@ from typing import Any
 
 import nbformat
 
-from grader.notebook import METADATA_KEY
+from grader.discover.notebook import METADATA_KEY
 
 Cells = list[tuple[str, str]]
 

@@ -21,8 +21,8 @@ from grader import __version__, scratch
 from grader.errors import GraderError, UsageError
 
 if TYPE_CHECKING:
-    from grader.batch import BatchOutcome
-    from grader.results import SubmissionResult
+    from grader.reports.results import SubmissionResult
+    from grader.scale.batch import BatchOutcome
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -38,7 +38,7 @@ def main() -> None:
     runs the public checks on a student's own notebook; `grade build-student-kit` packages them.
     """
     from grader.quiet import quiet_library_defaults
-    from grader.runner import share_cpus
+    from grader.scale.runner import share_cpus
 
     quiet_library_defaults()
     share_cpus()
@@ -146,7 +146,7 @@ def run(
     to_stdout = json_out is not None and str(json_out) == "-"
     Console(stderr=to_stdout, width=_report_width(to_stdout)).print(_summary_table(outcome.results, out_dir))
     if json_out is not None:
-        from grader.results import gradescope_json
+        from grader.reports.results import gradescope_json
 
         documents = {result.submission_id: gradescope_json(result) for result in outcome.results}
         payload = next(iter(documents.values())) if len(documents) == 1 else documents
@@ -154,7 +154,7 @@ def run(
         if to_stdout:
             sys.stdout.write(text)
         else:
-            from grader.results import write_atomically
+            from grader.reports.results import write_atomically
 
             write_atomically(json_out, text)
 
@@ -185,8 +185,8 @@ def gradescope(assignment: str, out_dir: Path, course_dir: Path | None) -> None:
     tiny models into the image), run_autograder (grades /autograder/submission into
     /autograder/results/results.json) and the assignment's rubric and reference.
     """
-    from grader.course import find_course_root
-    from grader.gradescope import build_autograder
+    from grader.grading.course import find_course_root
+    from grader.reports.gradescope import build_autograder
 
     try:
         course_root = find_course_root(course_dir)
@@ -252,10 +252,10 @@ def check(
     many hidden checks your instructor will also run. Exit status: 0 when every public check
     passes, 1 when one fails or the notebook cannot be checked.
     """
-    from grader.course import Course, find_course_root
-    from grader.render import render_feedback
-    from grader.results import gradescope_json, write_atomically
-    from grader.selfcheck import passed, report, run_self_check
+    from grader.grading.course import Course, find_course_root
+    from grader.reports.render import render_feedback
+    from grader.reports.results import gradescope_json, write_atomically
+    from grader.student.selfcheck import passed, report, run_self_check
     from grader.zoo import ModelZoo
 
     to_stdout = json_out is not None and str(json_out) == "-"
@@ -293,8 +293,8 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
     The kit holds no reference implementation, solution or hidden check: the public checks'
     expected values are recorded on the tiny models by grading the solution notebook.
     """
-    from grader.course import Course, find_course_root
-    from grader.kit import build_student_kit as build
+    from grader.grading.course import Course, find_course_root
+    from grader.student.kit import build_student_kit as build
     from grader.zoo import ModelZoo
 
     try:
@@ -324,7 +324,7 @@ def list_kinds(assignment: str | None, course_dir: Path | None) -> None:
     Each kind with where it is declared (the grader package, the assignment's checks.py or
     hidden_checks.py), what it judges, and the params it takes.
     """
-    from grader.course import HIDDEN_CHECKS, PUBLIC_CHECKS, Course, find_course_root
+    from grader.grading.course import HIDDEN_CHECKS, PUBLIC_CHECKS, Course, find_course_root
 
     try:
         course = Course(find_course_root(course_dir))
@@ -357,9 +357,9 @@ def _grade(
     console: Console,
 ) -> BatchOutcome:
     # Imported here so that `grade --help` answers without loading torch.
-    from grader.batch import BatchOptions, grade_batch
-    from grader.course import Course, find_course_root
-    from grader.submissions import find_submissions
+    from grader.discover.submissions import find_submissions
+    from grader.grading.course import Course, find_course_root
+    from grader.scale.batch import BatchOptions, grade_batch
     from grader.zoo import ModelZoo
 
     course = Course(find_course_root(course_dir))
@@ -460,7 +460,7 @@ def _current_user() -> str:
 
 
 def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
-    from grader.render import problems_summary
+    from grader.reports.render import problems_summary
 
     table = Table(title=f"Results in {out_dir}/ (summary.html, grades.csv)", title_justify="left")
     # Ids and scores are never broken mid-word; the notes wrap between words.

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import Cells, load_notebook_sources, make_notebook, with_edits, write_notebook
-from grader.course import Course
-from grader.execute import KernelSession
-from grader.grading import Grader, GradingSettings
-from grader.harness import Harness
-from grader.results import CheckResult, SubmissionResult
-from grader.runner import share_cpus
+from grader.grading.course import Course
+from grader.grading.grader import Grader, GradingSettings
+from grader.kernel.harness import Harness
+from grader.kernel.session import KernelSession
+from grader.reports.results import CheckResult, SubmissionResult
+from grader.scale.runner import share_cpus
 from grader.zoo import ModelZoo
 
 share_cpus()  # as `grade` does, before anything imports torch: the tests' kernels and graders share 2 CPUs
@@ -66,7 +66,7 @@ def kernel_env(zoo: ModelZoo) -> dict[str, str]:
     workers share two CPUs (the suite's two xdist workers run two kernels at once). With the library's default, each
     kernel's intra-op threads wait at every operator's barrier for a sibling thread the other kernel has
     descheduled: the main thread sleeps through most of a generate, which the evidence's timeline reads as work
-    the kernel never did (grader/evidence.py)."""
+    the kernel never did (grader/kernel/evidence.py)."""
     return {**os.environ, **zoo.kernel_env(), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from grader.harness import EVENT_TYPES
+from grader.kernel.harness import EVENT_TYPES
 from grader.kernel.protocol import Event, GenerateEvent, SynchronizeEvent, TokenizeEvent
 
 GENERATE: dict[str, Any] = {

@@ -10,10 +10,10 @@ import pytest
 from course_assignments.perplexity.checks import LossParams
 
 from grader.checks.loss import LOSS_MISTAKES, hidden_corpus, loss_variants
-from grader.grading import Grader
+from grader.grading.grader import Grader
+from grader.grading.reference import ReferenceModels
 from grader.quiet import quiet_libraries
-from grader.reference import ReferenceModels
-from grader.results import SubmissionResult
+from grader.reports.results import SubmissionResult
 from grader.zoo import ModelZoo
 from tests.conftest import grade_bundles, outcome
 
@@ -36,7 +36,7 @@ def test_every_loss_mistake_lands_at_least_ten_tolerances_away(zoo: ModelZoo) ->
 
 
 def test_the_reference_matches_loss_variants(zoo: ModelZoo, root: Path) -> None:
-    from grader.reference import load_reference_module
+    from grader.grading.reference import load_reference_module
 
     # The solution notebook's own evaluate_loss: the reference side is the solution's definitions.
     reference = load_reference_module(root / "assignments" / "perplexity" / "solution.ipynb", "perplexity")

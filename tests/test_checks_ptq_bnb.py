@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import Grader
-from grader.results import SubmissionResult
+from grader.grading.grader import Grader
+from grader.reports.results import SubmissionResult
 from tests.conftest import check, grade_bundles, outcome
 from tests.contract import on_cuda
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.grading import Grader
-from grader.results import SubmissionResult
+from grader.grading.grader import Grader
+from grader.reports.results import SubmissionResult
 from tests.conftest import grade_bundles, lost, outcome
 
 BUNDLES: dict[str, list[tuple[str, str]]] = {

@@ -87,7 +87,7 @@ def test_the_summary_table_keeps_ids_whole_and_says_what_is_left_to_grade_by_han
     from rich.console import Console
 
     from grader.cli import _report_width, _summary_table
-    from grader.results import CheckResult, SubmissionResult
+    from grader.reports.results import CheckResult, SubmissionResult
 
     def essay(outcome: str) -> CheckResult:
         return CheckResult(

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
-from grader.course import Course
 from grader.errors import CourseError, UsageError
+from grader.grading.course import Course
 from tests.contract import run_grade
 
 NAME = "word-stats"
@@ -56,7 +56,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
-from grader.harness import literal
+from grader.kernel.harness import literal
 
 
 class CountParams(Params):
@@ -235,7 +235,7 @@ def test_course_mistakes_are_named(toy_course: Path, tmp_path: Path) -> None:
     old = tmp_path / "old"
     (old / "rubrics").mkdir(parents=True)
     with pytest.raises(UsageError, match="old layout"):
-        from grader.course import find_course_root
+        from grader.grading.course import find_course_root
 
         find_course_root(old)
 

@@ -21,8 +21,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from grader.facts import CellProblem
-from grader.render import FEEDBACK_FILES, common_failures, failure_key, render_feedback, render_summary
-from grader.results import CheckResult, Figure, SubmissionResult
+from grader.reports.render import FEEDBACK_FILES, common_failures, failure_key, render_feedback, render_summary
+from grader.reports.results import CheckResult, Figure, SubmissionResult
 
 CHROMIUM = Path(os.environ.get("GRADER_CHROMIUM", "/usr/bin/chromium"))
 INSTALL_HINT = (

@@ -1,4 +1,4 @@
-"""The grader's evidence against a call's records (grader/evidence.py), on made-up events: fast, no kernel.
+"""The grader's evidence against a call's records (grader/kernel/evidence.py), on made-up events: fast, no kernel.
 
 Each forgery a notebook that read the grader's source can write into its own kernel's records must be ruled
 out by what the grader measures itself; an honest call's records, on an idle or a loaded machine, never are.
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from grader.evidence import (
+from grader.kernel.evidence import (
     CPU_MIN_CLAIM_S,
     Measured,
     Pause,

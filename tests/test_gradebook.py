@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.gradebook import Fingerprint, Gradebook
-from grader.results import CheckResult, SubmissionResult
+from grader.reports.results import CheckResult, SubmissionResult
+from grader.scale.gradebook import Fingerprint, Gradebook
 from tests.conftest import SEED
 from tests.contract import results, run_grade
 

@@ -34,7 +34,7 @@ def source(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Path:
     folder = "course/assignments/perplexity/"
     shipped = {"rubric.yaml", "reference.py", "checks.py", "hidden_checks.py", "starter.ipynb"}
     assert {"setup.sh", "run_autograder", *(folder + name for name in shipped)} <= set(names)
-    assert "grader-src/grader/gradescope.py" in names and "grader-src/pyproject.toml" in names
+    assert "grader-src/grader/reports/gradescope.py" in names and "grader-src/pyproject.toml" in names
     assert not any("solution" in name or "submissions/" in name for name in names)  # the solution is not shipped
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
     for script in ("setup.sh", "run_autograder"):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook
-from grader.execute import KernelSession
-from grader.harness import Harness, handle, literal, model, notebook_value, tokenizer
-from grader.values import DType, Frame, Model, Tensor
+from grader.kernel.harness import Harness, handle, literal, model, notebook_value, tokenizer
+from grader.kernel.session import KernelSession
+from grader.kernel.values import DType, Frame, Model, Tensor
 from grader.zoo import ModelZoo
 from tests.conftest import installed_kernel, kernel_env
 
@@ -206,7 +206,7 @@ def test_objects_can_be_kept_in_the_kernel_and_passed_back(harness: Harness) -> 
 
 
 def test_from_pretrained_gpt2_in_the_notebook_loads_the_tiny_model(harness: Harness, zoo: ModelZoo) -> None:
-    from grader.reference import ReferenceModels
+    from grader.grading.reference import ReferenceModels
 
     loaded = harness.describe("m").value
     tiny = ReferenceModels(zoo).model({"hub_id": "gpt2"})
@@ -219,7 +219,7 @@ def test_the_runtime_leaves_the_users_namespace_alone(harness: Harness) -> None:
 
 
 def test_nothing_is_unpickled() -> None:
-    source = (Path(__file__).parent.parent / "grader" / "harness.py").read_text()
+    source = (Path(__file__).parent.parent / "grader" / "kernel" / "harness.py").read_text()
     assert "pickle" not in source.replace("unpickled", "") and "eval(" not in source
 
 

@@ -23,14 +23,14 @@ import psutil
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
-from grader.sandbox import KERNEL_UID_BASE
+from grader.kernel.sandbox import KERNEL_UID_BASE
 from grader.zoo import ModelZoo
 from tests.contract import run_grade
 from tests.hostile import HOSTILE_MARKER, Attack, Targets, write_corpus
 
 ENV_SECRET = "grader-env-secret-7f3a9c"
 CONTROL_SECRET = "control-secret-51d2e8"
-# A constant of the course's solution notebook: the reference side the grader loads holds it (grader/reference.py).
+# A constant of the course's solution notebook: the reference side the grader loads holds it (grader/grading/reference.py).
 REFERENCE_SECRET = "reference-secret-0c94b1"
 LIMITS = "limits:\n  cell_timeout_s: 180\n  notebook_timeout_s: 900\n  call_timeout_s: 60\n"
 SMALL_LIMITS = (

@@ -12,7 +12,7 @@ from course_assignments.quantization.checks import SETTINGS
 from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
 from grader.checks.timing import warmup_before
-from grader.evidence import generated_anything
+from grader.kernel.evidence import generated_anything
 from tests.events import event, generate_event, synchronize_event
 
 
@@ -158,7 +158,7 @@ def measure_call(
 ):
     from course_assignments.quantization.checks import measure_calls
 
-    from grader.harness import CallOutcome
+    from grader.kernel.harness import CallOutcome
 
     arguments = [("model", {"kind": "object", "type": "GPT2LMHeadModel"}), ("tokenizer", tokenizer_at(side))]
     arguments += [("prompts", prompts), ("max_new_tokens", max_new_tokens), ("use_cache", use_cache)]
@@ -208,7 +208,7 @@ def test_an_ablation_that_gave_other_prompts_or_tokens_is_charged() -> None:
 
 
 def batch_frame(rows: list[tuple[int, float, float, float]]) -> Any:
-    from grader.values import Frame
+    from grader.kernel.values import Frame
 
     columns = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
     return Frame(columns, ("int64", "float64", "float64", "float64"), tuple(rows), len(rows))
@@ -347,7 +347,7 @@ def synchronize(start: float, end: float) -> dict[str, Any]:
 )
 def test_cuda_synchronize_is_judged_around_the_timed_generate(synchronizes: list[dict[str, Any]], missing: str | None) -> None:
     from grader.checks.timing import judge_synchronize
-    from grader.harness import CallOutcome
+    from grader.kernel.harness import CallOutcome
 
     warm_up, timed = generate(0.0, 0.1, model_device="cuda:0"), generate(1.0, 1.1, model_device="cuda:0")
     events = sorted([warm_up, timed, *synchronizes], key=lambda event: event["start"])
@@ -361,7 +361,7 @@ def test_cuda_synchronize_is_judged_around_the_timed_generate(synchronizes: list
 
 def test_cuda_used_on_a_cpu_grader_is_an_error_that_says_so_and_nothing_on_cuda() -> None:
     from grader.checks.timing import cuda_misuse
-    from grader.harness import CallOutcome, ExceptionInfo
+    from grader.kernel.harness import CallOutcome, ExceptionInfo
 
     raised = CallOutcome(
         "raised", exception=ExceptionInfo("AssertionError", "Torch not compiled with CUDA enabled", "in torch.cuda.synchronize()")
@@ -378,7 +378,7 @@ def test_a_float16_run_on_cuda_is_judged_by_the_dtype_of_the_timed_model() -> No
     """The float16 run of a precision sweep must time a float16 model: read from the timed generate's record."""
     from course_assignments.latency.checks import PrecisionSweep, PrecisionSweepParams, judge_fp16_run, timed_per_precision
 
-    from grader.harness import CallOutcome
+    from grader.kernel.harness import CallOutcome
 
     params = PrecisionSweepParams(function="sweep_precisions", prompts=["p"], precisions=["float32", "float16"])
     fp32 = [generate(0.0, 0.1, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]

@@ -24,7 +24,7 @@ from course_assignments.quantization.checks import judge_takeaways
 
 from grader.checks.common import WrittenAnswerParams, screen_answer, written_answer
 from grader.checks.identity import fingerprint_difference
-from grader.values import Model
+from grader.kernel.values import Model
 
 MB = 1024**2
 

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from grader.authoring import make_notebook
+from grader.discover.notebook import defined_names, identify_assignment, markdown_section, read_notebook, syntax_errors
 from grader.errors import AssignmentNotRecognised, NotebookError
-from grader.notebook import defined_names, identify_assignment, markdown_section, read_notebook, syntax_errors
 
 CANDIDATES = [
     ("ptq-bnb", ["get_model_memory_footprint", "generate_text_and_time", "configurations", "df_results"]),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.harness import _outcome_from_answer, validated_answer
+from grader.kernel.harness import _outcome_from_answer, validated_answer
 from tests.events import GENERATE
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ import base64
 import dataclasses
 
 from grader.facts import CellProblem
-from grader.render import render_feedback, render_summary
-from grader.results import CheckResult, Figure, SubmissionResult
+from grader.reports.render import render_feedback, render_summary
+from grader.reports.results import CheckResult, Figure, SubmissionResult
 
 SCRIPT = "<script>alert('x')</script>"
 
@@ -98,7 +98,7 @@ def test_a_flagged_written_answer_shows_its_flag_to_the_instructor() -> None:
 def test_tampered_evidence_is_a_typed_flag_listed_on_top_of_the_summary() -> None:
     """A check whose function's records were tampered with: failed, flagged in results.json and grades.csv,
     and the submission listed (escaped) on top of summary.html with why."""
-    from grader.results import grades_csv, gradescope_json
+    from grader.reports.results import grades_csv, gradescope_json
 
     why = f"the records claim 0.5 s of pacing in a request of 0.1 s {SCRIPT}"
     tampered = dataclasses.replace(result(), submission_id="forger")

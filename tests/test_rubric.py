@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course
 from grader.errors import RubricError
-from grader.rubric import load_rubric
+from grader.grading.course import Course
+from grader.grading.rubric import load_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every kind of the course: the package's generic ones and each assignment's own.

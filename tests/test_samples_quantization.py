@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.execute import KernelSession
+from grader.kernel.session import KernelSession
 from grader.zoo import ModelZoo
 from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, results
 from tests.corpus_checks import corpus_tests

@@ -17,13 +17,12 @@ import psutil
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
-from grader.batch import _hidden_from_kernels
-from grader.course import Course
+from grader.discover.submissions import Found
 from grader.errors import RubricError
-from grader.execute import KernelSession
-from grader.grading import Grader, GradingSettings, kernel_view_for
-from grader.rubric import Limits
-from grader.sandbox import (
+from grader.grading.course import Course
+from grader.grading.grader import Grader, GradingSettings, kernel_view_for
+from grader.grading.rubric import Limits
+from grader.kernel.sandbox import (
     Isolation,
     ResourceWatch,
     SandboxError,
@@ -34,7 +33,8 @@ from grader.sandbox import (
     launcher_argv,
     python_paths,
 )
-from grader.submissions import Found
+from grader.kernel.session import KernelSession
+from grader.scale.batch import _hidden_from_kernels
 from grader.zoo import ModelZoo
 from tests.conftest import ROOT
 from tests.contract import run_grade
@@ -139,10 +139,12 @@ def test_the_launcher_builds_an_allow_listed_root_and_cuts_the_network(tmp_path:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the strongest isolation needs root")
 def test_as_root_each_kernel_gets_a_user_of_its_own(grader: Grader) -> None:
-    isolation = grader.sandbox.isolation  # probed with the policy's hidden home, where this Python may live
+    isolation = grader.kernel.sandbox.isolation  # probed with the policy's hidden home, where this Python may live
     assert (isolation.namespaces, isolation.own_user, isolation.warning) == ("root", True, "")
     assert not any(
-        ROOT in Path(path).parents or Path(path) in ROOT.parents for path in grader.sandbox.visible if path != str(ROOT / ".venv")
+        ROOT in Path(path).parents or Path(path) in ROOT.parents
+        for path in grader.kernel.sandbox.visible
+        if path != str(ROOT / ".venv")
     )
 
 

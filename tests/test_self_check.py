@@ -160,7 +160,7 @@ def test_check_in_the_notebook_shows_the_result_under_the_cell(
 
 
 def test_check_in_the_notebook_names_what_it_cannot_find(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.notebook_check import NotebookNotFound, notebook_path
+    from grader.student.notebook_check import NotebookNotFound, notebook_path
 
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     (tmp_path / "a.ipynb").write_text("{}")

@@ -9,7 +9,7 @@ import pytest
 
 from grader.checks.base import StopCheck, expect_shape, shape_verdict
 from grader.checks.shapes import ANY, FRAME, MODEL, STRING, TOKENIZER, instance, items, keyed_by, keys, numeric
-from grader.values import Frame, Model, Tokenizer
+from grader.kernel.values import Frame, Model, Tokenizer
 
 TOKENIZER_VALUE = object.__new__(Tokenizer)  # instances of the decoded types, their fields unread here
 MODEL_VALUE = object.__new__(Model)

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook, with_edits, write_notebook
-from grader.course import Course
-from grader.grading import Grader
-from grader.kit import withheld_functions, write_kit
-from grader.reference import ReferenceModels, solution_definitions
-from grader.replay import NotRecorded, Recording, ReferenceSide
-from grader.selfcheck import SELF_CHECK_ID, self_check_settings
+from grader.grading.course import Course
+from grader.grading.grader import Grader
+from grader.grading.reference import ReferenceModels, solution_definitions
+from grader.grading.replay import NotRecorded, Recording, ReferenceSide
+from grader.student.kit import withheld_functions, write_kit
+from grader.student.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 from tests.conftest import check as check_of
 from tests.contract import INSTRUCTOR_WORDS
@@ -219,8 +219,8 @@ def test_the_kit_checks_without_a_sandbox_or_posix_only_modules_and_says_so_once
 def test_kernels_are_reached_over_ipc_where_a_sandbox_needs_it_and_over_tcp_on_windows_and_for_self_checks(
     tmp_path: Path,
 ) -> None:
-    from grader.execute import kernel_transport
-    from grader.sandbox import Isolation, SandboxPolicy
+    from grader.kernel.sandbox import Isolation, SandboxPolicy
+    from grader.kernel.session import kernel_transport
 
     tcp = {"transport": "tcp", "ip": "127.0.0.1"}
     ipc = {"transport": "ipc", "ip": str(tmp_path / "kernel")}

@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.discover.submissions import ZipLimits, find_submissions
 from grader.errors import UsageError
-from grader.submissions import ZipLimits, find_submissions
 
 NOTEBOOK_TEXT = nbformat.writes(nbformat.v4.new_notebook())
 CANVAS_FILES = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.harness import Harness, literal, model, model_spec, tokenizer
+from grader.kernel.harness import Harness, literal, model, model_spec, tokenizer
 from grader.zoo import ModelZoo
 from tests.conftest import installed_kernel
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader.errors import ZooError
-from grader.reference import ReferenceModels
+from grader.grading.reference import ReferenceModels
 from grader.zoo import ModelZoo
 
 

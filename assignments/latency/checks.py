@@ -28,11 +28,11 @@ from grader.checks.timing import (
     retry_while_too_long,
     warmup_before,
 )
-from grader.evidence import generated_anything
-from grader.harness import CallOutcome, ExceptionInfo, literal
+from grader.grading.replay import NotRecorded
+from grader.kernel.evidence import generated_anything
+from grader.kernel.harness import CallOutcome, ExceptionInfo, literal
 from grader.kernel.protocol import FigureAxes, GenerateEvent
-from grader.replay import NotRecorded
-from grader.values import DType, Frame, Model, Tokenizer, is_number, kind_of
+from grader.kernel.values import DType, Frame, Model, Tokenizer, is_number, kind_of
 
 # What the loaders and resolve_precision return.
 RESOLVED = items(instance(DType, "a torch dtype"), STRING, names="(torch dtype, label string)")

@@ -19,9 +19,9 @@ from grader.checks.timing import (
     judge_timed_call,
     prompt_width,
 )
-from grader.harness import CallOutcome, literal
+from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent
-from grader.values import is_number, kind_of
+from grader.kernel.values import is_number, kind_of
 
 from .checks import (
     TIMING_GUIDANCE,

@@ -28,10 +28,10 @@ from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
 )
-from grader.harness import CallOutcome, literal
+from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import ForwardEvent
+from grader.kernel.values import is_number, kind_of
 from grader.quiet import quiet_libraries
-from grader.values import is_number, kind_of
 
 
 def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, CallOutcome]:

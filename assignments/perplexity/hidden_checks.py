@@ -14,7 +14,7 @@ from grader.checks.loss import (
     TOKEN_MISTAKES,
 )
 from grader.checks.timing import judge_generate_inputs, judge_timed_call, retry_while_too_long
-from grader.values import is_number, kind_of
+from grader.kernel.values import is_number, kind_of
 
 from .checks import (
     LossParams,

@@ -32,10 +32,10 @@ from grader.checks.timing import (
     judge_generate_inputs,
     prompt_width,
 )
-from grader.harness import CallOutcome, handle, model, model_spec
+from grader.grading.replay import reference_side
+from grader.kernel.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
-from grader.replay import reference_side
-from grader.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
+from grader.kernel.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
 
 Quantization = Literal["none", "int8", "nf4", "fp4"]
 MB = 1024**2

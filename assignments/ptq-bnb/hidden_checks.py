@@ -21,7 +21,7 @@ from grader.checks.timing import (
     retry_while_too_long,
 )
 from grader.kernel.protocol import GenerateEvent
-from grader.values import is_number, kind_of
+from grader.kernel.values import is_number, kind_of
 
 from .checks import (
     ResultsTableParams,

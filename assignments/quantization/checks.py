@@ -50,11 +50,11 @@ from grader.checks.timing import (
     tokens_limit,
     too_long,
 )
-from grader.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
+from grader.grading.replay import NotRecorded
+from grader.kernel.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.kernel.protocol import GenerateEvent
+from grader.kernel.values import Frame, OnnxModel, decode, is_number, kind_of
 from grader.quiet import quiet_libraries
-from grader.replay import NotRecorded
-from grader.values import Frame, OnnxModel, decode, is_number, kind_of
 
 QUANTIZED_FILE = "model_quantized.onnx"  # the file ORTQuantizer writes
 METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")

@@ -17,7 +17,7 @@ from grader.checks.timing import (
     row_text,
     tokens_limit,
 )
-from grader.values import is_number
+from grader.kernel.values import is_number
 
 from .checks import (
     SETTINGS,

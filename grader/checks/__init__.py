@@ -2,7 +2,7 @@
 
 The package's generic kinds (written answers, a model loader's contract, ...) are declared in
 the modules listed in :data:`CHECK_MODULES`; each assignment's own kinds in its folder's
-``checks.py`` and ``hidden_checks.py`` (:mod:`grader.course`). Both are read by
+``checks.py`` and ``hidden_checks.py`` (:mod:`grader.grading.course`). Both are read by
 :func:`load_registry`: a module's kinds are the :class:`~grader.checks.base.CheckKind` objects
 it holds at module level.
 """

@@ -18,15 +18,15 @@ from pydantic import BaseModel, ConfigDict
 
 from grader.checks.shapes import ANY, Shape, shape_problem
 from grader.facts import GradedBy, Outcome
-from grader.harness import CallOutcome, Harness, model, model_spec, tokenizer
+from grader.kernel.harness import CallOutcome, Harness, model, model_spec, tokenizer
 from grader.kernel.protocol import Recipe, TokenizerRecipe
-from grader.values import kind_of
+from grader.kernel.values import kind_of
 
 if TYPE_CHECKING:
-    from grader.execute import ExecutionRecord
-    from grader.reference import ReferenceModels
-    from grader.replay import ReferenceFunctions
-    from grader.rubric import CheckSpec, Rubric
+    from grader.grading.reference import ReferenceModels
+    from grader.grading.replay import ReferenceFunctions
+    from grader.grading.rubric import CheckSpec, Rubric
+    from grader.kernel.session import ExecutionRecord
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ class Verdict:
     answer: str | None = None  # a written answer, for manual grading
     flags: tuple[str, ...] = ()  # what the instructor should look at in a written answer (filler, a copied question)
     data: Mapping[str, Any] = field(default_factory=dict)  # instructor-only facts, JSON-safe
-    tampered: str | None = None  # why the evidence this verdict rests on was tampered with (grader/evidence.py)
+    tampered: str | None = None  # why the evidence this verdict rests on was tampered with (grader/kernel/evidence.py)
 
     @classmethod
     def passed(cls, message: str, **fields: Any) -> Verdict:
@@ -87,7 +87,7 @@ class NoParams(BaseModel):
 
 
 # The description of a Params' ``function``: the student function a check calls. A rubric need not name it: where its
-# params do not, it is the check's ``target`` (grader/rubric.py), so it is said once, in the rubric.
+# params do not, it is the check's ``target`` (grader/grading/rubric.py), so it is said once, in the rubric.
 TARGET_FUNCTION = "The student's function: the check's target, unless the params name another."
 
 
@@ -242,7 +242,7 @@ def failed_call(outcome: CallOutcome, what: str) -> Verdict:
 
 
 def tampered_verdict(function: str, why: str) -> Verdict:
-    """The verdict of a check whose function's call the grader's own evidence contradicts (see grader/evidence.py)."""
+    """The verdict of a check whose function's call the grader's own evidence contradicts (see grader/kernel/evidence.py)."""
     return Verdict.failed(
         f"The grader's records of {function} were tampered with: {why}. Its checks award no points, and your instructor is told.",
         expected="records the grader's own measurements agree with",

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
-from grader.notebook import markdown_section, section_cells
+from grader.discover.notebook import markdown_section, section_cells
 
 # A question title: a numbered item opening in bold ("1.  **Memory Scaling:**"), a whole line in
 # bold, or a markdown heading. Bullets are answers, not titles.

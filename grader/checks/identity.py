@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from grader.checks.base import CheckContext
-from grader.harness import model_spec
 from grader.kernel import runtime
-from grader.values import Model
+from grader.kernel.harness import model_spec
+from grader.kernel.values import Model
 
 # A model loaded in float16 or bfloat16 rounds its weights to 3 significant digits; two models
 # trained apart differ in every value by far more.

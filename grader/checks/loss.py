@@ -15,10 +15,10 @@ from pydantic import Field
 from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, number
 from grader.checks.identity import other_model
 from grader.checks.shapes import MODEL, TOKENIZER, items
-from grader.harness import literal, model_spec
+from grader.grading.replay import reference_side
+from grader.kernel.harness import literal, model_spec
+from grader.kernel.values import Model, Tokenizer
 from grader.quiet import quiet_libraries
-from grader.replay import reference_side
-from grader.values import Model, Tokenizer
 from grader.zoo.build import CORPUS_PATH, read_documents
 
 GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total number of predicted tokens, then take exp"

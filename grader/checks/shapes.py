@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from grader.values import Frame, Model, Tokenizer, is_number, kind_of
+from grader.kernel.values import Frame, Model, Tokenizer, is_number, kind_of
 
 
 @dataclass(frozen=True)

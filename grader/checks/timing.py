@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
-from grader.evidence import generated_anything
-from grader.harness import CallOutcome, literal
+from grader.kernel.evidence import generated_anything
+from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ pacing left switched off, another clock or sleep), and that call's evidence is n
 The names ``MODULE`` (the runtime's private module name) and ``CHANNEL`` are given by the harness;
 the fingerprint is published as JSON on ``CHANNEL``. A notebook can still defeat a probe that runs in
 its own process (it can patch ``marshal`` or the publisher): the probe raises the bar, and the
-grader's verdicts rest on what it measures from outside the kernel (see grader/evidence.py).
+grader's verdicts rest on what it measures from outside the kernel (see grader/kernel/evidence.py).
 """
 
 import hashlib

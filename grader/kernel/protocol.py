@@ -3,7 +3,7 @@
 Both sides name these types. ``grader/kernel/runtime.py`` is run in the kernel from its source text, with
 nothing of the grader imported, so it names them for mypy only (under ``TYPE_CHECKING``, its dict literals
 annotated with them: a key missing or misspelt there is a mypy error); the grader builds its requests with
-them (grader/harness.py) and validates every answer against them when it arrives (a pydantic ``TypeAdapter``
+them (grader/kernel/harness.py) and validates every answer against them when it arrives (a pydantic ``TypeAdapter``
 over these TypedDicts), so a field renamed on one side is a type error on the other, and an answer the runtime
 cannot have sent is named as such, never read as ``None``.
 
@@ -183,7 +183,7 @@ class GenerateEvent(TypedDict):
     output_ids: list[int] | None  # the first row of its output, up to the cap
     new_tokens: list[int] | None  # per row, up to the first end-of-text token
     # Where the grader serves the pauses, the number of the pause the event holds (the grader fills in paced_s, the
-    # length it served: grader/evidence.py); where the kernel sleeps its pacing itself, the length it slept.
+    # length it served: grader/kernel/evidence.py); where the kernel sleeps its pacing itself, the length it slept.
     pause: int | None
     paced_s: float | None
 
@@ -282,7 +282,7 @@ class ReturnedEvent(TypedDict):
     function: str
     time: float
     arguments: list[list[Any]]  # [name, description] pairs
-    value: Any  # a description (grader/values.py decodes it)
+    value: Any  # a description (grader/kernel/values.py decodes it)
 
 
 Event = GenerateEvent | TokenizeEvent | SynchronizeEvent | ForwardEvent | OnnxRunEvent | FigureEvent | BypassEvent | ReturnedEvent
@@ -310,7 +310,7 @@ class Answer(TypedDict, total=False):
     """The one answer to any request; which fields it carries depends on the request and its outcome."""
 
     status: Required[AnswerStatus]
-    value: Any  # a description (grader/values.py decodes it)
+    value: Any  # a description (grader/kernel/values.py decodes it)
     exception: ExceptionAnswer
     message: str
     interrupted: bool  # the call was stopped by the grader's interrupt (a timeout)

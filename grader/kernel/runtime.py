@@ -806,7 +806,7 @@ def _pause(event: GenerateEvent | TokenizeEvent) -> None:
 
     The grader serves the pause: the runtime writes the pause's number on the request FIFO and waits for the
     grader's byte on the reply FIFO; the grader draws the length and records when it held the kernel, and
-    fills in the event's ``paced_s`` itself (grader/evidence.py). Nothing here knows the length. Without the
+    fills in the event's ``paced_s`` itself (grader/kernel/evidence.py). Nothing here knows the length. Without the
     FIFOs (not POSIX), the runtime sleeps the ``pace_s`` the request gave and records it.
     """
     if not PAUSES or _getpid() != PAUSES_PID:

@@ -325,7 +325,7 @@ def recorded_forgery(duration_s: Any, events: Sequence[Event], measured: Measure
 def scheduled_forgery(events: Sequence[Event], measured: Measured) -> str:
     """What the kernel's CPU time rules out (the main thread's timeline, the price of a token, the tree's share):
     evidence that a machine busy enough can starve an honest call of, so the grader measures a call again before
-    it rules on this alone (grader/harness.py); a forgery repeats, a scheduling accident does not."""
+    it rules on this alone (grader/kernel/harness.py); a forgery repeats, a scheduling accident does not."""
     timeline = _timeline(events, measured)
     if timeline:
         return timeline

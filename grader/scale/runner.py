@@ -1,6 +1,6 @@
 """Grade many submissions: in this process, or in parallel worker processes.
 
-Each worker is a process with its own :class:`~grader.grading.Grader` (reference models loaded
+Each worker is a process with its own :class:`~grader.grading.grader.Grader` (reference models loaded
 once) that keeps one kernel warm for its next submission. Workers take tasks from a shared
 queue and send each result back as JSON as soon as it is graded; this process alone writes
 files and the gradebook, one result at a time, so a run killed at any point keeps every result
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.grading import INTERNAL_ERROR, OPENMP_WAIT_POLICY, GradingSettings, SharedKernels
-from grader.results import SubmissionResult, result_from_json, result_to_json
+from grader.grading.grader import INTERNAL_ERROR, OPENMP_WAIT_POLICY, GradingSettings, SharedKernels
+from grader.reports.results import SubmissionResult, result_from_json, result_to_json
 
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
 # What every worker imports (seconds of CPU each): a fork server imports it once and forks each worker from
 # itself, where there is one (POSIX); elsewhere each worker is a fresh interpreter that imports it again.
 WORKER_PRELOAD = [
-    "grader.worker_server",
+    "grader.scale.worker_server",
     "torch",
     "transformers",
     "transformers.generation.utils",
@@ -87,7 +87,7 @@ def kernel_threads(workers: int, cpus: int | None = None) -> int:
 
 
 def _course_and_zoo(config: RunConfig) -> tuple[Any, Any]:
-    from grader.course import Course
+    from grader.grading.course import Course
     from grader.zoo import ModelZoo
 
     zoo = None if config.settings.real_models else ModelZoo(Path(config.cache_dir) if config.cache_dir else None)
@@ -97,7 +97,7 @@ def _course_and_zoo(config: RunConfig) -> tuple[Any, Any]:
 
 
 def _build_grader(config: RunConfig) -> Any:
-    from grader.grading import Grader
+    from grader.grading.grader import Grader
 
     return Grader(*_course_and_zoo(config), config.settings, config.shared)
 
@@ -163,7 +163,7 @@ def freeze_imports() -> None:
 def die_with_parent() -> None:
     """Have the operating system kill this process the moment its parent dies, however it ends (``kill -9``
     included): a worker's parent is the run's main process or the fork server (which dies with the main process,
-    see :mod:`grader.worker_server`); a worker waiting on a queue or a kernel would not notice. Its kernels'
+    see :mod:`grader.scale.worker_server`); a worker waiting on a queue or a kernel would not notice. Its kernels'
     launchers then see their grader gone and kill them (see the launcher). Linux only (``prctl``)."""
     if sys.platform.startswith("linux"):
         from grader.kernel.launcher import die_with_parent as die_with_launcher_parent
@@ -172,7 +172,7 @@ def die_with_parent() -> None:
 
 
 def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
-    from grader.grading import shared_kernels
+    from grader.grading.grader import shared_kernels
 
     with shared_kernels(*_course_and_zoo(config), config.settings) as shared:
         yield from _grade_in_processes(tasks, dataclasses.replace(config, shared=shared), workers)
@@ -230,7 +230,7 @@ def _grade_in_processes(tasks: Sequence[Task], config: RunConfig, workers: int) 
 
 def _worker_context() -> Any:
     """Where workers come from: on Linux, forked from a fork server that imported WORKER_PRELOAD (and started no
-    thread), which dies with this process (grader.worker_server, ``prctl``); elsewhere spawned afresh (macOS has a
+    thread), which dies with this process (grader.scale.worker_server, ``prctl``); elsewhere spawned afresh (macOS has a
     fork server too, but no ``prctl`` to tie it to the run, and forking after torch's import is unsafe there).
     Never forked from this process, whose threads and locks a child would copy."""
     if not sys.platform.startswith("linux") or "forkserver" not in multiprocessing.get_all_start_methods():

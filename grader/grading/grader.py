@@ -3,7 +3,7 @@
 Data flows one way: the notebook is read and recognised, run in a fresh kernel with the
 runtime installed first, then each rubric check runs (asking the kernel for values and
 comparing them with the reference in this process), and the verdicts become a
-:class:`~grader.results.SubmissionResult`. Every submission gets a result, whatever happens.
+:class:`~grader.reports.results.SubmissionResult`. Every submission gets a result, whatever happens.
 """
 
 from __future__ import annotations
@@ -26,17 +26,14 @@ import grader as grader_package
 from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.checks.base import tampered_verdict
-from grader.course import Assignment, Course
+from grader.discover.notebook import Identification, identify_assignment, read_notebook
 from grader.errors import GraderError, KernelError
-from grader.execute import ExecutionRecord, KernelSupply, TemplateAddress, populate_workdir, start_template, why_launched
-from grader.harness import Harness
-from grader.notebook import Identification, identify_assignment, read_notebook
-from grader.notebook_check import GRADING_KERNEL_ENV
-from grader.reference import ReferenceModels
-from grader.replay import NotRecorded, ReferenceFunctions, ReferenceSide
-from grader.results import CheckResult, Figure, SubmissionResult
-from grader.rubric import CheckSpec, Limits
-from grader.sandbox import (
+from grader.grading.course import Assignment, Course
+from grader.grading.reference import ReferenceModels
+from grader.grading.replay import NotRecorded, ReferenceFunctions, ReferenceSide
+from grader.grading.rubric import CheckSpec, Limits
+from grader.kernel.harness import Harness
+from grader.kernel.sandbox import (
     KERNEL_START_PREFIX,
     KernelView,
     SandboxPolicy,
@@ -45,6 +42,9 @@ from grader.sandbox import (
     kernel_view,
     probe_isolation,
 )
+from grader.kernel.session import ExecutionRecord, KernelSupply, TemplateAddress, populate_workdir, start_template, why_launched
+from grader.reports.results import CheckResult, Figure, SubmissionResult
+from grader.student.notebook_check import GRADING_KERNEL_ENV
 from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # how such a result reads; its internal_error field makes the next run regrade it
@@ -52,7 +52,7 @@ MAX_FIGURES = 24
 MAX_FIGURE_BYTES = 3 * 1024 * 1024
 
 
-# OpenMP's idle threads (torch's, MKL's) sleep rather than spin, in kernels and in the grader (grader.runner.share_cpus):
+# OpenMP's idle threads (torch's, MKL's) sleep rather than spin, in kernels and in the grader (grader.scale.runner.share_cpus):
 # a grader shares its CPUs with other workers' kernels, and a spinning thread takes a CPU from them. Measured on 2 CPUs
 # with one other busy process, a greedy generate step of the tiny GPT-2 on 2 threads: 9.4 ms of CPU (7.4 ms of wall
 # time) spinning, 2.1 ms (2.1 ms) sleeping. An instructor's own OMP_WAIT_POLICY is kept.
@@ -456,7 +456,7 @@ def kernel_view_for(course_root: Path, hidden_paths: tuple[str, ...] = ()) -> Ke
     """What a kernel of this course sees: nothing of the course, the grader's source, the run's
     output and submissions (``hidden_paths``), the grader's home or working folder.
 
-    Raises :class:`~grader.sandbox.SandboxError` when one of them cannot be hidden.
+    Raises :class:`~grader.kernel.sandbox.SandboxError` when one of them cannot be hidden.
     """
     package = Path(grader_package.__file__).resolve().parent
     checkout = [package.parent] if (package.parent / "pyproject.toml").exists() else []

@@ -8,7 +8,7 @@ reference implementation, no solution notebook and no hidden check or input:
 - the reference implementation (the solution notebook's definitions, or the folder's
   ``reference.py``) stays behind; the public checks' calls into it were recorded
   (``recorded.json``) by grading the solution notebook with the public checks, and a kit's
-  grader replays them (:mod:`grader.replay`).
+  grader replays them (:mod:`grader.grading.replay`).
 - the assignment's ``hidden_checks.py`` stays behind: the kit has only the kinds of its public
   checks (``checks.py``) and the package's generic ones.
 - functions of the check modules marked ``@reference_side`` (those that compute an expected
@@ -28,13 +28,13 @@ from pathlib import Path
 import yaml
 
 from grader import __version__
-from grader.course import ASSIGNMENTS_DIR, PUBLIC_CHECKS, RUBRIC_FILE, Assignment, Course
 from grader.errors import CourseError
-from grader.replay import RECORDED_FILE, Recording
-from grader.selfcheck import SELF_CHECK_ID, self_check_settings
+from grader.grading.course import ASSIGNMENTS_DIR, PUBLIC_CHECKS, RUBRIC_FILE, Assignment, Course
+from grader.grading.replay import RECORDED_FILE, Recording
+from grader.student.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the grader package
 PROJECT_FILES = ("pyproject.toml", "constraints.txt")
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 WITHHELD_BODY = 'raise NotImplementedError("withheld from the student kit: its values are replayed from recorded.json")'
@@ -126,7 +126,7 @@ def build_student_kit(project_root: Path, course: Course, assignment: str, out_d
 def record_public_reference(course: Course, spec: Assignment, zoo: ModelZoo) -> tuple[Recording, tuple[str, ...]]:
     """The reference side's values for the public checks (grade the solution with them, recording),
     and the functions whose values have no JSON form."""
-    from grader.grading import Grader
+    from grader.grading.grader import Grader
 
     with Grader(course, zoo, self_check_settings(record_reference=True)) as grader:
         result = grader.grade(spec.solution, SELF_CHECK_ID, spec.name)

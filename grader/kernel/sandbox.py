@@ -38,7 +38,7 @@ from typing import ClassVar, Literal
 import psutil
 
 from grader.errors import GraderError
-from grader.results import SubmissionResult
+from grader.reports.results import SubmissionResult
 
 WARNING_PREFIX = "Sandbox warning: "
 KERNEL_START_PREFIX = "Kernel: "

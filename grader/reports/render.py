@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from grader.facts import CellProblem
-from grader.results import CheckResult, Figure, SubmissionResult
+from grader.reports.results import CheckResult, Figure, SubmissionResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -86,7 +86,7 @@ def feedback_link(result: SubmissionResult) -> str:
 
 def _environment() -> Environment:
     environment = Environment(
-        loader=PackageLoader("grader", "templates"),
+        loader=PackageLoader("grader.reports", "templates"),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
         trim_blocks=True,

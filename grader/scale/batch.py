@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import __version__
-from grader.course import RUBRIC_FILE, Course
-from grader.gradebook import Fingerprint, Gradebook, file_sha256
-from grader.grading import GradingSettings, kernel_view_for
-from grader.output import write_class_reports, write_submission
-from grader.render import FEEDBACK_FILES
-from grader.results import SubmissionResult, result_to_json
-from grader.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
-from grader.sandbox import sandbox_notices
-from grader.submissions import Found
+from grader.discover.submissions import Found
+from grader.grading.course import RUBRIC_FILE, Course
+from grader.grading.grader import GradingSettings, kernel_view_for
+from grader.kernel.sandbox import sandbox_notices
+from grader.reports.output import write_class_reports, write_submission
+from grader.reports.render import FEEDBACK_FILES
+from grader.reports.results import SubmissionResult, result_to_json
+from grader.scale.gradebook import Fingerprint, Gradebook, file_sha256
+from grader.scale.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
 
 GRADEBOOK_NAME = "gradebook.sqlite"
 REPORT_EVERY_S = 30.0  # how often the class reports are refreshed during a run (charts cost CPU) ...

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from grader.errors import CourseError
 
 if TYPE_CHECKING:
-    from grader.reference import ReferenceModels
+    from grader.grading.reference import ReferenceModels
 
 RECORDED_FILE = "recorded.json"
 RECORDED_FORMAT = 1

@@ -4,7 +4,7 @@
 (and ``notebooks.py``, the sources they are built from), and the assignment's own check kinds:
 ``checks.py`` (those its public checks use; a student kit ships it) and ``hidden_checks.py`` (those
 only its hidden checks use; never shipped). The reference implementation the grader runs is the
-solution's own definitions (:func:`grader.reference.solution_definitions`): the solution is written
+solution's own definitions (:func:`grader.grading.reference.solution_definitions`): the solution is written
 once. A folder may hold a ``reference.py`` instead, which then is the reference. Check kinds come through one door (:func:`grader.checks.load_registry`): the package's
 generic kinds, and each assignment's modules, imported as ``course_assignments.<name>.checks``
 so that a course passed with ``--course`` brings its assignments whole.
@@ -24,9 +24,9 @@ from pydantic import BaseModel
 
 from grader.checks import CheckKind, load_registry
 from grader.errors import CourseError, UsageError
-from grader.reference import ReferenceModels, load_reference_module
-from grader.replay import RECORDED_FILE, Recording, ReferenceSide
-from grader.rubric import Rubric, load_rubric
+from grader.grading.reference import ReferenceModels, load_reference_module
+from grader.grading.replay import RECORDED_FILE, Recording, ReferenceSide
+from grader.grading.rubric import Rubric, load_rubric
 
 ASSIGNMENTS_DIR = "assignments"
 RUBRIC_FILE = "rubric.yaml"
@@ -54,7 +54,7 @@ def import_check_modules(name: str, folder: Path) -> tuple[ModuleType, ...]:
     own globals.
     """
     if MODULE_ROOT not in sys.modules:
-        root = types.ModuleType(MODULE_ROOT, "Check modules of the course's assignments (grader.course).")
+        root = types.ModuleType(MODULE_ROOT, "Check modules of the course's assignments (grader.grading.course).")
         root.__path__ = []
         sys.modules[MODULE_ROOT] = root
     package = checks_package(name)
@@ -160,7 +160,7 @@ def find_course_root(explicit: Path | None = None) -> Path:
     elif os.environ.get("GRADER_COURSE_DIR"):
         candidates.append(Path(os.environ["GRADER_COURSE_DIR"]))
     else:
-        candidates += [Path.cwd(), Path(__file__).resolve().parent.parent]
+        candidates += [Path.cwd(), Path(__file__).resolve().parents[2]]  # the checkout this package is in
     for candidate in candidates:
         if (candidate / ASSIGNMENTS_DIR).is_dir():
             return candidate.resolve()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import __version__
-from grader.results import SubmissionResult, result_from_json, result_to_json
+from grader.reports.results import SubmissionResult, result_from_json, result_to_json
 
 SCHEMA_VERSION = 1
 SCHEMA = """

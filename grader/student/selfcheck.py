@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from grader.course import Course
+from grader.discover.notebook import identify_assignment, read_notebook
 from grader.errors import UsageError
-from grader.grading import Grader, GradingSettings
-from grader.notebook import identify_assignment, read_notebook
-from grader.results import SubmissionResult
+from grader.grading.course import Course
+from grader.grading.grader import Grader, GradingSettings
+from grader.reports.results import SubmissionResult
 from grader.zoo import ModelZoo
 
 SELF_CHECK_SEED = 0  # public checks only: their inputs are public, and a kit's recorded values depend on them

@@ -18,8 +18,14 @@ from typing import Any, Literal, cast, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from grader.evidence import Measured, altered_message, altered_runtime, attribute_pauses, recorded_forgery, scheduled_forgery
-from grader.execute import KernelReply, KernelSession
+from grader.kernel.evidence import (
+    Measured,
+    altered_message,
+    altered_runtime,
+    attribute_pauses,
+    recorded_forgery,
+    scheduled_forgery,
+)
 from grader.kernel.protocol import (
     Answer,
     CallRequest,
@@ -45,10 +51,11 @@ from grader.kernel.protocol import (
     TokenizerRecipe,
 )
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
-from grader.values import bounded, decode
+from grader.kernel.session import KernelReply, KernelSession
+from grader.kernel.values import bounded, decode
 
-RUNTIME_SOURCE = Path(__file__).with_name("kernel") / "runtime.py"
-PROBE_SOURCE = Path(__file__).with_name("kernel") / "integrity.py"
+RUNTIME_SOURCE = Path(__file__).with_name("runtime.py")
+PROBE_SOURCE = Path(__file__).with_name("integrity.py")
 # Each pause is the asked pacing times a factor drawn here, pause by pause, so that no notebook can subtract a
 # known constant: the grader serves the pauses (the kernel never learns a length but by timing its own wait, and
 # one pause's length says nothing of the next). Where it cannot (no FIFOs), one factor per call, slept in the
@@ -59,7 +66,7 @@ PACE_FACTORS = (1.0, 1.3)
 # would cost the grader real memory. A larger one was forged in the kernel.
 MAX_ANSWER_CHARS = 16 * 1024**2
 
-# "tampered": the call's records claim what the grader's own measurements rule out (grader/evidence.py).
+# "tampered": the call's records claim what the grader's own measurements rule out (grader/kernel/evidence.py).
 CallStatus = Literal["returned", "raised", "missing", "signature", "timeout", "dead", "internal", "tampered"]
 
 
@@ -297,7 +304,7 @@ class Harness:
         Each pause is ``pace_s`` times a factor the grader draws for it and serves itself (``CallOutcome.pace_s``
         is the asked one; where the session has no pause channel, one factor per call, slept in the kernel); the call's
         records are checked against the grader's own measurements, and a call they rule out comes back
-        ``tampered`` (see grader/evidence.py), its function named in :attr:`tampered`. A call ruled out by
+        ``tampered`` (see grader/kernel/evidence.py), its function named in :attr:`tampered`. A call ruled out by
         CPU time alone (which a busy machine can starve an honest call of) is made once more, and judged on that.
         """
         request: CallRequest = {

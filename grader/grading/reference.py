@@ -16,10 +16,10 @@ from types import ModuleType
 from typing import Any
 
 from grader import scratch
+from grader.discover.notebook import python_source, read_notebook
 from grader.errors import CourseError
 from grader.kernel import runtime
 from grader.kernel.protocol import ModelSpec
-from grader.notebook import python_source, read_notebook
 from grader.quiet import quiet_libraries
 from grader.zoo import ModelZoo
 
@@ -148,7 +148,7 @@ class ReferenceModels:
         """CPU seconds per generated token of ``hub_id`` on this machine's CPU, in this process (cached; None if it
         cannot be measured): a greedy generate of ``tokens`` tokens at batch size one from a short prompt, timed by
         this thread's CPU clock. The cheapest generate there is; what a kernel's generate claims is checked against
-        it (grader/evidence.py).
+        it (grader/kernel/evidence.py).
 
         A busy machine can still make it dearer, though no run is ever cheaper than the model allows: seen in CI on
         a shared virtual machine, 4.1 ms a token, against 1.2 ms for an honest call later in the same run (and

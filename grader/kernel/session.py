@@ -37,9 +37,9 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader import scratch
 from grader.errors import KernelError
-from grader.evidence import Pause
 from grader.facts import CellProblem
-from grader.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
+from grader.kernel.evidence import Pause
+from grader.kernel.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 
 ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
 LaunchMode = Literal["forked", "launched"]
@@ -209,7 +209,7 @@ class CpuSampler:
 
 
 class PauseServer:
-    """Serves the pauses the kernel's runtime asks for while one request runs (pacing, see grader/evidence.py).
+    """Serves the pauses the kernel's runtime asks for while one request runs (pacing, see grader/kernel/evidence.py).
 
     The runtime writes a line (its sequence number) on the request FIFO and blocks reading the reply FIFO; this
     thread of the grader reads the line, waits a length it draws itself (``draw()``), and writes one byte back.
@@ -292,7 +292,7 @@ class KernelSession:
     """A kernel for one submission, from start to shutdown; use as a context manager.
 
     With a ``sandbox`` policy the kernel starts through the sandbox launcher (see
-    :mod:`grader.sandbox`): own namespaces, hidden paths, limits, and where the machine allows
+    :mod:`grader.kernel.sandbox`): own namespaces, hidden paths, limits, and where the machine allows
     it a uid of its own, to which the working folder and the IPC sockets' folder belong.
     """
 

@@ -5,7 +5,7 @@
 this grader, and builds the tiny model zoo into the image), ``run_autograder`` (what Gradescope
 runs per submission), the grader's source and the one assignment's course files.
 
-``python -m grader.gradescope --root ROOT`` grades the notebook in ``ROOT/submission`` and writes
+``python -m grader.reports.gradescope --root ROOT`` grades the notebook in ``ROOT/submission`` and writes
 ``ROOT/results/results.json`` in Gradescope's schema (hidden checks ``after_published``), with a
 debug log on stdout (Gradescope shows it to instructors only). Whatever
 fails (no notebook, a broken course, a grader bug) it still writes a valid results.json saying
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__
-from grader.results import SubmissionResult, write_atomically
+from grader.reports.results import SubmissionResult, write_atomically
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the grader package
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Ubuntu 22.04 or 24.04
@@ -85,7 +85,7 @@ export GRADER_CACHE_DIR="${{GRADER_CACHE_DIR:-$ROOT/zoo}}"
 export PYTHONPATH="$SOURCE/grader-src${{PYTHONPATH:+:$PYTHONPATH}}"
 echo "run_autograder: root $ROOT, source $SOURCE, python $PYTHON, models $GRADER_CACHE_DIR"
 cd "$ROOT" || exit 0
-"$PYTHON" -m grader.gradescope --root "$ROOT" --course "$SOURCE/course" --assignment {assignment}
+"$PYTHON" -m grader.reports.gradescope --root "$ROOT" --course "$SOURCE/course" --assignment {assignment}
 status=$?
 if [ ! -s "$ROOT/results/results.json" ]; then
     echo "run_autograder: the grader exited with status $status and wrote no results.json"
@@ -103,8 +103,8 @@ SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 def build_autograder(project_root: Path, course_root: Path, assignment: str, out_dir: Path) -> Path:
     """Write ``OUTDIR/autograder-ASSIGNMENT.zip``; return its path."""
-    from grader.course import ASSIGNMENTS_DIR, REFERENCE_FILE, Course
-    from grader.reference import solution_definitions
+    from grader.grading.course import ASSIGNMENTS_DIR, REFERENCE_FILE, Course
+    from grader.grading.reference import solution_definitions
 
     course = Course(course_root)
     spec = course.assignment(assignment)  # a broken rubric stops here, not on Gradescope
@@ -200,9 +200,9 @@ def run(root: Path, course_root: Path, assignment: str, log: Callable[[str], Non
                 started,
             )
         log(f"grading {notebook.relative_to(submission)}" + (f" ({note})" if note else ""))
-        from grader.course import Course
-        from grader.grading import Grader, GradingSettings
-        from grader.results import gradescope_json
+        from grader.grading.course import Course
+        from grader.grading.grader import Grader, GradingSettings
+        from grader.reports.results import gradescope_json
         from grader.zoo import ModelZoo
 
         course = Course(course_root)
@@ -247,8 +247,8 @@ def _log_result(result: SubmissionResult, log: Callable[[str], None]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grader.gradescope --root ROOT --course DIR --assignment NAME``."""
-    parser = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__)
+    """``python -m grader.reports.gradescope --root ROOT --course DIR --assignment NAME``."""
+    parser = argparse.ArgumentParser(prog="python -m grader.reports.gradescope", description=__doc__)
     parser.add_argument("--root", type=Path, default=Path("/autograder"), help="Gradescope's root folder")
     parser.add_argument("--course", type=Path, required=True, help="the course folder shipped in the zip")
     parser.add_argument("--assignment", required=True, help="the assignment this autograder grades")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.render import FEEDBACK_FILES, render_feedback, render_summary
-from grader.results import SubmissionResult, grades_csv, write_atomically, write_results_json
+from grader.reports.render import FEEDBACK_FILES, render_feedback, render_summary
+from grader.reports.results import SubmissionResult, grades_csv, write_atomically, write_results_json
 
 
 def write_submission(result: SubmissionResult, out_dir: Path) -> Path:

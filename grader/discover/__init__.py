@@ -1,0 +1,2 @@
+"""Finding the work: submissions in a folder, an LMS export or a zip (``submissions``), and reading and identifying
+each notebook (``notebook``)."""

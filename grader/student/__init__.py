@@ -1,0 +1,2 @@
+"""Student tools: the kit (``kit``), ``grade check`` (``selfcheck``) and ``check()`` inside a notebook
+(``notebook_check``)."""
