@@ -15,7 +15,8 @@ import pytest
 
 from grader.authoring import Cells, load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.grading.course import Course
-from grader.grading.grader import Grader, GradingSettings
+from grader.grading.grader import Grader
+from grader.grading.settings import GradingSettings
 from grader.kernel.harness import Harness
 from grader.kernel.session import KernelSession
 from grader.reports.results import CheckResult, SubmissionResult

@@ -20,8 +20,10 @@ from grader.authoring import make_notebook, write_notebook
 from grader.discover.submissions import Found
 from grader.errors import RubricError
 from grader.grading.course import Course
-from grader.grading.grader import Grader, GradingSettings, kernel_view_for
+from grader.grading.grader import Grader
+from grader.grading.kernels import kernel_view_for
 from grader.grading.rubric import Limits
+from grader.grading.settings import GradingSettings
 from grader.kernel.sandbox import (
     Isolation,
     ResourceWatch,

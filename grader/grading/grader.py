@@ -10,70 +10,37 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import os
 import random
 import secrets
 import shutil
 import time
 import traceback
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import grader as grader_package
-from grader import __version__
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
-from grader.checks.base import tampered_verdict
 from grader.discover.notebook import Identification, identify_assignment, read_notebook
 from grader.errors import GraderError, KernelError
 from grader.grading.course import Assignment, Course
+from grader.grading.kernels import SharedKernels, all_limits, kernel_environment, sandbox_policy
+from grader.grading.provenance import provenance
 from grader.grading.reference import ReferenceModels
-from grader.grading.replay import NotRecorded, ReferenceFunctions, ReferenceSide
-from grader.grading.rubric import CheckSpec, Limits
+from grader.grading.replay import NotRecorded, ReferenceFunctions, ReferenceSide, recorded_elsewhere
+from grader.grading.rubric import CheckSpec
+from grader.grading.scoring import check_result, points_not_graded, points_text, withheld_if_tampered
+from grader.grading.settings import GradingSettings
 from grader.kernel.harness import Harness
 from grader.kernel.sandbox import (
     KERNEL_START_PREFIX,
-    KernelView,
-    SandboxPolicy,
-    kernel_env,
     kernel_start_text,
-    kernel_view,
-    probe_isolation,
 )
-from grader.kernel.session import ExecutionRecord, KernelSupply, TemplateAddress, populate_workdir, start_template, why_launched
-from grader.reports.results import CheckResult, Figure, SubmissionResult
-from grader.student.notebook_check import GRADING_KERNEL_ENV
+from grader.kernel.session import ExecutionRecord, KernelSupply, populate_workdir
+from grader.reports.figures import displayed_figures
+from grader.reports.results import CheckResult, SubmissionResult
 from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # how such a result reads; its internal_error field makes the next run regrade it
-MAX_FIGURES = 24
-MAX_FIGURE_BYTES = 3 * 1024 * 1024
-
-
-# OpenMP's idle threads (torch's, MKL's) sleep rather than spin, in kernels and in the grader (grader.scale.runner.share_cpus):
-# a grader shares its CPUs with other workers' kernels, and a spinning thread takes a CPU from them. Measured on 2 CPUs
-# with one other busy process, a greedy generate step of the tiny GPT-2 on 2 threads: 9.4 ms of CPU (7.4 ms of wall
-# time) spinning, 2.1 ms (2.1 ms) sleeping. An instructor's own OMP_WAIT_POLICY is kept.
-OPENMP_WAIT_POLICY = "PASSIVE"
-
-
-@dataclass(frozen=True)
-class GradingSettings:
-    """How a run grades: which models, which seed for hidden inputs."""
-
-    real_models: bool = False
-    seed: int | None = None  # None: a fresh random seed per run (recorded in each result)
-    keep_workdirs: bool = False
-    warm_kernels: bool = True  # launch the next submission's kernel while one is graded
-    fork_kernels: bool = True  # fork kernels from a pre-imported template where the sandbox allows it
-    kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
-    hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
-    public_only: bool = False  # a student's self-check: hidden checks are counted, not run
-    targets: tuple[str, ...] = ()  # run only the checks of these functions or variables (empty: all)
-    record_reference: bool = False  # keep the reference side's results (for a student kit)
-    sandbox: bool = True  # isolate kernels (a student's self-check runs their own code as them, on any OS)
 
 
 UNSANDBOXED_NOTE = "Your notebook ran as an ordinary program on this computer, as it does in Jupyter."
@@ -149,7 +116,7 @@ class Grader:
                 assignment_name,
                 internal_error=True,
                 duration_s=time.monotonic() - started,
-                provenance=self._provenance(path, None),
+                provenance=provenance(path, None, self.seed, self.zoo),
             )
         except GraderError as error:
             result = SubmissionResult.without_results(
@@ -158,7 +125,7 @@ class Grader:
                 error.show(),
                 assignment_name,
                 duration_s=time.monotonic() - started,
-                provenance=self._provenance(path, None),
+                provenance=provenance(path, None, self.seed, self.zoo),
             )
         except Exception as error:  # a grader bug must still give this submission a result
             message = f"{INTERNAL_ERROR} ({type(error).__name__}: {error}); please report it with this notebook"
@@ -170,7 +137,7 @@ class Grader:
                 internal_error=True,
                 traceback=traceback.format_exc(),
                 duration_s=time.monotonic() - started,
-                provenance=self._provenance(path, None),
+                provenance=provenance(path, None, self.seed, self.zoo),
             )
         return dataclasses.replace(result, student=student) if student is not None else result
 
@@ -242,14 +209,14 @@ class Grader:
             title=assignment.rubric.title,
             checks=tuple(checks),
             cell_problems=execution.problems if execution is not None else (),
-            figures=tuple(_figures(notebook)),
+            figures=tuple(displayed_figures(notebook)),
             notes=tuple(notes),
-            warnings=tuple(self._kit_warnings(reference)),
+            warnings=tuple(recorded_elsewhere(reference, self.zoo)),
             sandbox_warning=sandbox_warning,
             kernel_start=kernel_start,
             duration_s=time.monotonic() - started,
             environment=environment,
-            provenance=self._provenance(path, assignment),
+            provenance=provenance(path, assignment, self.seed, self.zoo),
         )
 
     def _self_check_notes(self, assignment: Assignment, reference: ReferenceSide) -> list[str]:
@@ -260,23 +227,11 @@ class Grader:
             if hidden.checks:
                 notes.append(
                     f"This self-check runs the public checks only: your instructor will also run {hidden.checks} hidden "
-                    f"check{'s' if hidden.checks != 1 else ''} worth {_points(hidden.points)}, with inputs drawn at grading time."
+                    f"check{'s' if hidden.checks != 1 else ''} worth {points_text(hidden.points)}, with inputs drawn at grading time."
                 )
         if self.settings.targets:
             notes.append(f"Only the checks of {', '.join(self.settings.targets)} were run.")
         return notes
-
-    def _kit_warnings(self, reference: ReferenceSide) -> list[str]:
-        """Whether a student kit's recorded values were recorded on other tiny models than this machine builds."""
-        recording = reference.recording
-        if reference.replaying and recording is not None and self.zoo is not None and recording.zoo != self.zoo.key:
-            versions = ", ".join(f"{name} {version}" for name, version in sorted(recording.versions.items()))
-            return [
-                f"Warning: the expected values of this kit were recorded on tiny models built with {versions or 'other versions'} "
-                f"(zoo {recording.zoo}), but this machine builds different ones (zoo {self.zoo.key}); values compared with "
-                "the reference may be off. Install the versions in the kit's constraints.txt."
-            ]
-        return []
 
     def _run_checks(
         self,
@@ -310,10 +265,10 @@ class Grader:
             )
             started = time.monotonic()
             verdict = self._verdict(kind, context, assignment.params[check.id], environment)
-            results.append(_check_result(check, kind, verdict, time.monotonic() - started))
+            results.append(check_result(check, kind, verdict, time.monotonic() - started))
         if harness is not None:
             harness.release()
-            results = [_withheld_if_tampered(result, harness.tampered) for result in results]
+            results = [withheld_if_tampered(result, harness.tampered) for result in results]
         return results
 
     def _verdict(self, kind: CheckKind, context: CheckContext, params: Any, environment: Mapping[str, Any]) -> Verdict:
@@ -321,11 +276,11 @@ class Grader:
         on_cuda = bool(environment.get("cuda_available"))
         if check.device == "cuda" and not on_cuda:
             return Verdict.skipped(
-                f"This check needs a CUDA GPU, and the grading machine has none: {_points_not_graded(check.points)}."
+                f"This check needs a CUDA GPU, and the grading machine has none: {points_not_graded(check.points)}."
             )
         if check.device == "cpu" and on_cuda:
             return Verdict.skipped(
-                f"This check grades CPU-only behaviour and the grading machine has a GPU: {_points_not_graded(check.points)}."
+                f"This check grades CPU-only behaviour and the grading machine has a GPU: {points_not_graded(check.points)}."
             )
         if kind.needs_kernel and context.harness is None:
             return Verdict.error(
@@ -372,165 +327,3 @@ class Grader:
             with contextlib.suppress(GraderError):
                 return self.course.assignment(assignment_name).rubric.limits.max_notebook_mib * 1024**2
         return max(limits.max_notebook_mib for limits in all_limits(self.course)) * 1024**2
-
-    def _provenance(self, path: Path, assignment: Assignment | None) -> dict[str, Any]:
-        provenance: dict[str, Any] = {
-            "grader_version": __version__,
-            "seed": self.seed,
-            "models": "real" if self.zoo is None else "tiny-zoo",
-        }
-        with contextlib.suppress(OSError):
-            provenance["notebook_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-        if assignment is not None:
-            provenance["rubric_sha256"] = hashlib.sha256(assignment.rubric_path.read_bytes()).hexdigest()
-        if self.zoo is not None:
-            provenance["zoo"] = self.zoo.key
-        return provenance
-
-
-def all_limits(course: Course) -> list[Limits]:
-    """The limits of every assignment of the course that has a readable rubric."""
-    limits = []
-    for name in course.names():
-        with contextlib.suppress(GraderError):
-            limits.append(course.assignment(name).rubric.limits)
-    return limits or [Limits()]
-
-
-def kernel_environment(zoo: ModelZoo | None, settings: GradingSettings) -> dict[str, str]:
-    """The kernels' environment: an allow-list of the grader's, plus what a kernel needs."""
-    extra = dict(zoo.kernel_env()) if zoo is not None else {}
-    extra["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    extra["PYTHONUNBUFFERED"] = "1"
-    extra[GRADING_KERNEL_ENV] = "1"
-    if settings.kernel_threads:
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            extra[name] = str(settings.kernel_threads)
-    extra["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
-    if zoo is None:  # real models: the kernel may need the grader's Hugging Face settings
-        extra.update({name: value for name, value in os.environ.items() if name.startswith(("HF_", "TRANSFORMERS_"))})
-    return kernel_env(os.environ, extra)
-
-
-def sandbox_policy(course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> SandboxPolicy:
-    """How a run's kernels are isolated (probed on this machine) and limited."""
-    zoo_dir = str(zoo.cache_dir) if zoo is not None else None
-    view = kernel_view_for(course.root, settings.hidden_paths)
-    limits = all_limits(course)
-    return SandboxPolicy(
-        isolation=probe_isolation(zoo_dir, view),
-        visible=view.visible,
-        masks=view.masks,
-        zoo_dir=zoo_dir,
-        memory_bytes=max(item.memory_mib for item in limits) * 1024**2,
-        max_processes=max(item.max_processes for item in limits),
-        max_file_bytes=max(item.max_file_mib for item in limits) * 1024**2,
-    )
-
-
-@dataclass(frozen=True)
-class SharedKernels:
-    """What a run's workers share, set up once by its main process: the sandbox (probed once) and the kernel
-    template every worker forks its kernels from (None: each worker launches its kernels, see ``why_launched``)."""
-
-    sandbox: SandboxPolicy | None
-    template: TemplateAddress | None
-
-
-@contextlib.contextmanager
-def shared_kernels(course: Course, zoo: ModelZoo | None, settings: GradingSettings) -> Iterator[SharedKernels]:
-    """The sandbox and, where kernels are forked, one kernel template for all of a run's workers (one template
-    instead of one per worker: each costs about 4 s of CPU to import torch and transformers); stopped on exit."""
-    sandbox = sandbox_policy(course, zoo, settings) if settings.sandbox else None
-    template = None
-    if sandbox is not None and why_launched(sandbox, settings.fork_kernels) is None:
-        template = start_template(kernel_environment(zoo, settings), sandbox)
-    try:
-        yield SharedKernels(sandbox, template.address if template is not None else None)
-    finally:
-        if template is not None:
-            template.close()
-
-
-def kernel_view_for(course_root: Path, hidden_paths: tuple[str, ...] = ()) -> KernelView:
-    """What a kernel of this course sees: nothing of the course, the grader's source, the run's
-    output and submissions (``hidden_paths``), the grader's home or working folder.
-
-    Raises :class:`~grader.kernel.sandbox.SandboxError` when one of them cannot be hidden.
-    """
-    package = Path(grader_package.__file__).resolve().parent
-    checkout = [package.parent] if (package.parent / "pyproject.toml").exists() else []
-    strict = [course_root, *checkout, *(Path(path) for path in hidden_paths)]
-    soft = [Path.home(), Path.cwd()]
-    return kernel_view(strict, [path for path in soft if path != Path("/")], package=package)
-
-
-def _points_not_graded(points: float) -> str:
-    return f"its {_points(points)} {'is' if points == 1 else 'are'} not graded here"
-
-
-def _points(points: float) -> str:
-    return f"{points:g} point{'' if points == 1 else 's'}"
-
-
-def _check_result(check: CheckSpec, kind: CheckKind, verdict: Verdict, duration_s: float) -> CheckResult:
-    if verdict.outcome in ("passed", "failed"):
-        fraction = verdict.fraction if verdict.fraction is not None else (1.0 if verdict.outcome == "passed" else 0.0)
-    else:
-        fraction = 0.0
-    return CheckResult(
-        check_id=check.id,
-        name=check.name,
-        target=check.target,
-        kind=check.kind,
-        visibility=check.visibility,
-        device=check.device,
-        points=check.points,
-        score=round(check.points * max(0.0, min(1.0, fraction)), 4),
-        outcome=verdict.outcome,
-        message=verdict.message,
-        graded_by=kind.graded_by,
-        expected=verdict.expected,
-        found=verdict.found,
-        details=verdict.details,
-        hint=check.hint,
-        docs=tuple(check.docs),
-        answer=verdict.answer,
-        data=dict(verdict.data),
-        duration_s=duration_s,
-        flags=tuple(verdict.flags),
-        tampered=verdict.tampered,
-    )
-
-
-def _withheld_if_tampered(result: CheckResult, tampered: Mapping[str, str]) -> CheckResult:
-    """A check of a function whose records were tampered with, in any of its calls, awards nothing: failed, flagged."""
-    why = tampered.get(result.target)
-    if why is None or result.tampered or not result.automatic:
-        return result
-    verdict = tampered_verdict(result.target, why)
-    return dataclasses.replace(
-        result,
-        outcome=verdict.outcome,
-        score=0.0,
-        message=verdict.message,
-        expected=verdict.expected,
-        found=verdict.found,
-        tampered=why,
-    )
-
-
-def _figures(notebook: Any) -> list[Figure]:
-    """The images the executed notebook displayed (PNG and SVG), in order, within limits."""
-    figures: list[Figure] = []
-    for index, cell in enumerate(notebook.cells):
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            data = output.get("data", {})
-            for mime in ("image/png", "image/svg+xml"):
-                if mime in data and len(figures) < MAX_FIGURES:
-                    payload = data[mime]
-                    text = "".join(payload) if isinstance(payload, list) else str(payload)
-                    if len(text) <= MAX_FIGURE_BYTES:
-                        figures.append(Figure(index, mime, text.replace("\n", "") if mime == "image/png" else text))
-                    break
-    return figures

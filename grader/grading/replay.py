@@ -31,6 +31,7 @@ from grader.errors import CourseError
 
 if TYPE_CHECKING:
     from grader.grading.reference import ReferenceModels
+    from grader.zoo import ModelZoo
 
 RECORDED_FILE = "recorded.json"
 RECORDED_FORMAT = 1
@@ -204,3 +205,16 @@ def decode(value: Any) -> Any:
             return getattr(torch, value["$dtype"])
         return {key: decode(item) for key, item in value.items()}
     return value
+
+
+def recorded_elsewhere(reference: ReferenceSide, zoo: ModelZoo | None) -> list[str]:
+    """A warning when a student kit's recorded values were recorded on other tiny models than this machine builds."""
+    recording = reference.recording
+    if reference.replaying and recording is not None and zoo is not None and recording.zoo != zoo.key:
+        versions = ", ".join(f"{name} {version}" for name, version in sorted(recording.versions.items()))
+        return [
+            f"Warning: the expected values of this kit were recorded on tiny models built with {versions or 'other versions'} "
+            f"(zoo {recording.zoo}), but this machine builds different ones (zoo {zoo.key}); values compared with "
+            "the reference may be off. Install the versions in the kit's constraints.txt."
+        ]
+    return []

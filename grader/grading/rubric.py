@@ -8,7 +8,6 @@ declares, so they are as strict as the rest.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -258,8 +257,3 @@ def load_rubric(
     if problems:
         raise RubricError(path, problems)
     return rubric, params
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes (recorded with every result)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()

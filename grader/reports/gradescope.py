@@ -201,7 +201,8 @@ def run(root: Path, course_root: Path, assignment: str, log: Callable[[str], Non
             )
         log(f"grading {notebook.relative_to(submission)}" + (f" ({note})" if note else ""))
         from grader.grading.course import Course
-        from grader.grading.grader import Grader, GradingSettings
+        from grader.grading.grader import Grader
+        from grader.grading.settings import GradingSettings
         from grader.reports.results import gradescope_json
         from grader.zoo import ModelZoo
 

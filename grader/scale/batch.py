@@ -18,14 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import __version__
+from grader.digest import file_sha256
 from grader.discover.submissions import Found
 from grader.grading.course import RUBRIC_FILE, Course
-from grader.grading.grader import GradingSettings, kernel_view_for
+from grader.grading.kernels import kernel_view_for
+from grader.grading.settings import GradingSettings
 from grader.kernel.sandbox import sandbox_notices
 from grader.reports.output import write_class_reports, write_submission
 from grader.reports.render import FEEDBACK_FILES
 from grader.reports.results import SubmissionResult, result_to_json
-from grader.scale.gradebook import Fingerprint, Gradebook, file_sha256
+from grader.scale.gradebook import Fingerprint, Gradebook
 from grader.scale.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
 
 GRADEBOOK_NAME = "gradebook.sqlite"

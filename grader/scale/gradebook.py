@@ -11,7 +11,6 @@ rubric and reference, same grader version and model settings.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -56,18 +55,6 @@ CREATE TABLE IF NOT EXISTS checks (
 );
 CREATE INDEX IF NOT EXISTS checks_by_check ON checks(check_id, outcome);
 """
-
-
-def file_sha256(path: Path) -> str | None:
-    """The SHA-256 of a file's bytes, or None if it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

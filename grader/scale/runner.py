@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.grading.grader import INTERNAL_ERROR, OPENMP_WAIT_POLICY, GradingSettings, SharedKernels
+from grader.grading.grader import INTERNAL_ERROR
+from grader.grading.kernels import OPENMP_WAIT_POLICY, SharedKernels
+from grader.grading.settings import GradingSettings
 from grader.reports.results import SubmissionResult, result_from_json, result_to_json
 
 WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
@@ -172,7 +174,7 @@ def die_with_parent() -> None:
 
 
 def _grade_in_workers(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
-    from grader.grading.grader import shared_kernels
+    from grader.grading.kernels import shared_kernels
 
     with shared_kernels(*_course_and_zoo(config), config.settings) as shared:
         yield from _grade_in_processes(tasks, dataclasses.replace(config, shared=shared), workers)

@@ -20,7 +20,8 @@ from rich.text import Text
 from grader.discover.notebook import identify_assignment, read_notebook
 from grader.errors import UsageError
 from grader.grading.course import Course
-from grader.grading.grader import Grader, GradingSettings
+from grader.grading.grader import Grader
+from grader.grading.settings import GradingSettings
 from grader.reports.results import SubmissionResult
 from grader.zoo import ModelZoo
 

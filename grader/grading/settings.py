@@ -1,0 +1,22 @@
+"""How a run grades (its settings): shared by the grader, the run's kernels and its workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GradingSettings:
+    """How a run grades: which models, which seed for hidden inputs."""
+
+    real_models: bool = False
+    seed: int | None = None  # None: a fresh random seed per run (recorded in each result)
+    keep_workdirs: bool = False
+    warm_kernels: bool = True  # launch the next submission's kernel while one is graded
+    fork_kernels: bool = True  # fork kernels from a pre-imported template where the sandbox allows it
+    kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
+    hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
+    public_only: bool = False  # a student's self-check: hidden checks are counted, not run
+    targets: tuple[str, ...] = ()  # run only the checks of these functions or variables (empty: all)
+    record_reference: bool = False  # keep the reference side's results (for a student kit)
+    sandbox: bool = True  # isolate kernels (a student's self-check runs their own code as them, on any OS)
