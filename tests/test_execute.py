@@ -7,7 +7,9 @@ import shutil
 from pathlib import Path
 
 from grader.authoring import make_notebook
-from grader.kernel.session import KernelSession, KernelSupply, prepare_workdir
+from grader.kernel.session import KernelSession
+from grader.kernel.supply import KernelSupply
+from grader.kernel.workdir import prepare_workdir
 
 
 def run(tmp_path: Path, *sources: str, cell_timeout_s: float = 3, notebook_timeout_s: float = 60):

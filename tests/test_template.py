@@ -19,7 +19,9 @@ import pytest
 from grader.authoring import make_notebook
 from grader.grading.grader import Grader
 from grader.kernel.sandbox import WARNING_PREFIX, sandbox_notices
-from grader.kernel.session import KernelSession, KernelSupply, TemplateAddress, start_template
+from grader.kernel.session import KernelSession
+from grader.kernel.supply import KernelSupply
+from grader.kernel.templates import TemplateAddress, start_template
 from grader.reports.results import SubmissionResult
 
 PROBE = """

@@ -35,7 +35,9 @@ from grader.kernel.sandbox import (
     KERNEL_START_PREFIX,
     kernel_start_text,
 )
-from grader.kernel.session import ExecutionRecord, KernelSupply, populate_workdir
+from grader.kernel.session import ExecutionRecord
+from grader.kernel.supply import KernelSupply
+from grader.kernel.workdir import populate_workdir
 from grader.reports.figures import displayed_figures
 from grader.reports.results import CheckResult, SubmissionResult
 from grader.zoo import ModelZoo

@@ -15,7 +15,8 @@ from grader.grading.course import Course
 from grader.grading.rubric import Limits
 from grader.grading.settings import GradingSettings
 from grader.kernel.sandbox import KernelView, SandboxPolicy, kernel_env, kernel_view, probe_isolation
-from grader.kernel.session import TemplateAddress, start_template, why_launched
+from grader.kernel.supply import why_launched
+from grader.kernel.templates import TemplateAddress, start_template
 from grader.student.notebook_check import GRADING_KERNEL_ENV
 from grader.zoo import ModelZoo
 

@@ -1,7 +1,7 @@
 """A kernel template: a process that has imported what every kernel imports, and forks kernels.
 
 Run as ``python -Xfrozen_modules=off -m grader.kernel.template`` by a run's main process for all its
-workers, or by a grader that grades alone (see :class:`grader.kernel.session.KernelTemplate`), with the kernels' environment and, on its standard
+workers, or by a grader that grades alone (see :class:`grader.kernel.templates.KernelTemplate`), with the kernels' environment and, on its standard
 input, one line ``{"socket": SOCKET, "preload": [MODULE, ...], "extras": [MODULE, ...], "cpu_extras": [MODULE, ...]}``.
 It imports the modules of ``preload``, those of ``extras`` that are installed (and of ``cpu_extras``, where
 torch was built for CPUs only), and ipykernel (about 4 s of CPU that a launched kernel
