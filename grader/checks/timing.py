@@ -175,7 +175,7 @@ def warmup_before(events: list[GenerateEvent], timed: GenerateEvent) -> Generate
     for event in events:
         if event is timed or float(event["end"]) > float(timed["start"]):
             continue
-        same_model = event["model_serial"] == timed["model_serial"] and event["model_device"] == timed.get("model_device")
+        same_model = event["model_serial"] == timed["model_serial"] and event["model_device"] == timed["model_device"]
         if same_model and generated_anything(event):
             return event
     return None
