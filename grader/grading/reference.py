@@ -8,7 +8,9 @@ the kernel runtime uses, so the reference and the student see the same model.
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.util
+import symtable
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +63,7 @@ def solution_definitions(path: Path) -> str:
     """
     notebook = read_notebook(path)
     kept: list[str] = []
+    used: list[tuple[int, str, set[str]]] = []  # (cell, definition, the global names its code reads)
     namespace: dict[str, Any] = {"__name__": f"llm_grader_solution_{path.parent.name.replace('-', '_')}"}
     for number, cell in enumerate(notebook.cells, 1):
         if cell.cell_type != "code":
@@ -83,8 +86,32 @@ def solution_definitions(path: Path) -> str:
             except Exception as error:
                 raise CourseError(f"{path} cell {number}: {type(error).__name__}: {error}") from error
             kept.append(segment)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                used.append((number, node.name, _global_names(segment)))
+    for number, name, names in used:
+        # A function that reads a global the notebook computes when it runs (a device, a loaded model) would fail only
+        # when a check calls it: said now, to the instructor, with what to do.
+        missing = sorted(names - set(namespace) - set(dir(builtins)))
+        if missing:
+            raise CourseError(
+                f"{path} cell {number}: {name} reads {', '.join(missing)}, which the notebook sets by running code; the "
+                "reference side holds only the solution's definitions (imports, functions, classes, constants): compute "
+                "it inside the function, or set it to a constant"
+            )
     header = f'"""The definitions of {path.name} (its imports, functions, classes and constants): the reference side."""'
     return "\n\n".join([header, *kept]) + "\n"
+
+
+def _global_names(source: str) -> set[str]:
+    """The global names the functions (and methods) in ``source`` read."""
+    names: set[str] = set()
+    pending = list(symtable.symtable(source, "<solution>", "exec").get_children())
+    while pending:
+        table = pending.pop()
+        if isinstance(table, symtable.Function):
+            names.update(table.get_globals())
+        pending.extend(table.get_children())
+    return names
 
 
 def _module_from_source(source: str, path: Path, name: str) -> ModuleType:
