@@ -141,12 +141,10 @@ def test_the_launcher_builds_an_allow_listed_root_and_cuts_the_network(tmp_path:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the strongest isolation needs root")
 def test_as_root_each_kernel_gets_a_user_of_its_own(grader: Grader) -> None:
-    isolation = grader.kernel.sandbox.isolation  # probed with the policy's hidden home, where this Python may live
+    isolation = grader.sandbox.isolation  # probed with the policy's hidden home, where this Python may live
     assert (isolation.namespaces, isolation.own_user, isolation.warning) == ("root", True, "")
     assert not any(
-        ROOT in Path(path).parents or Path(path) in ROOT.parents
-        for path in grader.kernel.sandbox.visible
-        if path != str(ROOT / ".venv")
+        ROOT in Path(path).parents or Path(path) in ROOT.parents for path in grader.sandbox.visible if path != str(ROOT / ".venv")
     )
 
 

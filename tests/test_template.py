@@ -94,14 +94,14 @@ def probe(supply: KernelSupply) -> tuple[str, dict]:
 
 @pytest.fixture(scope="module")
 def two_threads(grader: Grader) -> dict[str, str]:
-    if grader.kernel.sandbox is None or grader.kernel.sandbox.isolation.namespaces == "none":
+    if grader.sandbox is None or grader.sandbox.isolation.namespaces == "none":
         pytest.skip("this machine gives kernels no namespaces: they are launched, never forked")
     return {**grader.kernels.env, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
 
 @pytest.fixture(scope="module")
 def forked(grader: Grader, two_threads: dict[str, str]) -> Iterator[KernelSupply]:
-    supply = KernelSupply(two_threads, warm=False, sandbox=grader.kernel.sandbox)
+    supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox)
     yield supply
     supply.close()
 
@@ -110,7 +110,7 @@ def test_a_forked_kernel_runs_multithreaded_torch_and_generates_like_a_launched_
     grader: Grader, forked: KernelSupply, two_threads: dict[str, str]
 ) -> None:
     mode, seen = probe(forked)
-    launched = KernelSupply(two_threads, warm=False, sandbox=grader.kernel.sandbox, fork=False)
+    launched = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, fork=False)
     try:
         launched_mode, expected = probe(launched)
     finally:
@@ -148,12 +148,12 @@ def test_a_forked_kernel_is_interrupted_and_stopped_like_a_launched_one(forked: 
 
 def test_the_workers_of_a_run_fork_their_kernels_from_its_one_template(grader: Grader, two_threads: dict[str, str]) -> None:
     """As a run's main process starts one template and each worker's supply is given its address."""
-    assert grader.kernel.sandbox is not None
-    template = start_template(two_threads, grader.kernel.sandbox)
+    assert grader.sandbox is not None
+    template = start_template(two_threads, grader.sandbox)
     try:
         parents, modes = [], []
         for _ in range(2):  # two workers' supplies
-            supply = KernelSupply(two_threads, warm=False, sandbox=grader.kernel.sandbox, shared=template.address)
+            supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, shared=template.address)
             with taken(supply) as session:
                 notebook = make_notebook(None, [("code", "print(6 * 7)")])
                 assert session.run_notebook(notebook, 30, 60).problems == ()
@@ -173,7 +173,7 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
     address = TemplateAddress(str(tmp_path / "template.sock"), ended.pid)  # never bound: its process has ended
-    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.kernel.sandbox, shared=address)
+    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, shared=address)
     try:
         with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
@@ -185,7 +185,7 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
 
 
 def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grader: Grader, tmp_path: Path) -> None:
-    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.kernel.sandbox, preload=("torch", "no_such_module_x"))
+    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, preload=("torch", "no_such_module_x"))
     try:
         with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])

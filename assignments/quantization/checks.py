@@ -51,6 +51,7 @@ from grader.checks.timing import (
     too_long,
 )
 from grader.grading.replay import NotRecorded
+from grader.grading.rubric import validated_params
 from grader.kernel.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import Frame, OnnxModel, decode, is_number, kind_of
@@ -440,7 +441,7 @@ def _measure_mistimes(context: CheckContext) -> bool:
     """
     for check in context.rubric.checks:
         if check.kind == MEASURE_KINDS[0]:
-            params = MeasureParams.model_validate(dict(check.params))
+            params = validated_params(MeasureParams, check)
             try:
                 _, max_new_tokens, outcome, value = _measured(context, params)
             except StopCheck:
@@ -457,7 +458,7 @@ def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_
     for check in context.rubric.checks:
         if check.kind in MEASURE_KINDS:
             try:
-                _measured(context, MeasureParams.model_validate(dict(check.params)))
+                _measured(context, validated_params(MeasureParams, check))
             except StopCheck as stop:
                 return bool(stop.verdict.data.get("ignores_inputs"))
             return False

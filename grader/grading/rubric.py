@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -211,6 +211,18 @@ def _problems(error: ValidationError, prefix: tuple[int | str, ...] = ()) -> lis
     return problems
 
 
+ParamsModel = TypeVar("ParamsModel", bound=BaseModel)
+
+
+def validated_params(model: type[ParamsModel], check: CheckSpec) -> ParamsModel:
+    """A check's params as ``model`` (its kind's Params): the function a check calls is its target unless its params
+    name another. Raises pydantic's ValidationError."""
+    given = dict(check.params)
+    if "function" in model.model_fields and "function" not in given:
+        given["function"] = check.target
+    return model.model_validate(given)
+
+
 def load_rubric(
     path: Path, params_models: Mapping[str, type[BaseModel]], name: str | None = None
 ) -> tuple[Rubric, dict[str, BaseModel]]:
@@ -247,11 +259,8 @@ def load_rubric(
             known = ", ".join(sorted(params_models))
             problems.append(f"checks[{index}].kind: unknown check kind {check.kind!r}; known kinds: {known}")
             continue
-        given = dict(check.params)
-        if "function" in model.model_fields and "function" not in given:
-            given["function"] = check.target  # the function a check calls is its target unless it names another
         try:
-            params[check.id] = model.model_validate(given)
+            params[check.id] = validated_params(model, check)
         except ValidationError as error:
             problems.extend(_problems(error, ("checks", index, "params")))
     if problems:
