@@ -32,8 +32,8 @@ def load_reference_module(path: Path, name: str) -> ModuleType:
     if not path.is_file():
         raise CourseError(f"the reference implementation {path} is missing")
     if path.suffix == ".ipynb":
-        return _module_from_source(solution_definitions(path), path, name)
-    spec = importlib.util.spec_from_file_location(f"llm_grader_reference_{name.replace('-', '_')}", path)
+        return _solution_module(path, name)[0]
+    spec = importlib.util.spec_from_file_location(_module_name(name), path)
     if spec is None or spec.loader is None:
         raise CourseError(f"cannot import the reference implementation {path}")
     module = importlib.util.module_from_spec(spec)
@@ -53,18 +53,33 @@ def _is_definition(node: ast.stmt) -> bool:
     return False
 
 
+def _module_name(name: str) -> str:
+    return f"llm_grader_reference_{name.replace('-', '_')}"
+
+
 def solution_definitions(path: Path) -> str:
-    """The definitions of a solution notebook, as one module's source: the reference implementation the solution is.
+    """The definitions of a solution notebook, as one module's source: the reference implementation the solution is
+    (what :func:`load_reference_module` loads from it, written out: the Gradescope zip ships it as ``reference.py``)."""
+    kept = _solution_module(path, path.parent.name)[1]
+    header = f'"""The definitions of {path.name} (its imports, functions, classes and constants): the reference side."""'
+    return "\n\n".join([header, *kept]) + "\n"
+
+
+def _solution_module(path: Path, name: str) -> tuple[ModuleType, list[str]]:
+    """The definitions of a solution notebook as a module, and their sources in the notebook's order.
 
     The solution is written once, as the notebook students are graded against; the grader's reference side is its
     imports, functions, classes and constants, in the notebook's order. What the notebook runs (loading models,
     experiments, prints) is left out, and so is a constant that needs what the notebook computes when it runs (its
-    device, say): each definition is run once here, and one that fails for a name it cannot see is not kept.
+    device, say): each definition is run once, into the module, and one that fails for a name it cannot see is not
+    kept.
     """
     notebook = read_notebook(path)
     kept: list[str] = []
     used: list[tuple[int, str, set[str]]] = []  # (cell, definition, the global names its code reads)
-    namespace: dict[str, Any] = {"__name__": f"llm_grader_solution_{path.parent.name.replace('-', '_')}"}
+    module = ModuleType(_module_name(name))
+    module.__file__ = str(path)
+    namespace = module.__dict__
     for number, cell in enumerate(notebook.cells, 1):
         if cell.cell_type != "code":
             continue
@@ -98,8 +113,7 @@ def solution_definitions(path: Path) -> str:
                 "reference side holds only the solution's definitions (imports, functions, classes, constants): compute "
                 "it inside the function, or set it to a constant"
             )
-    header = f'"""The definitions of {path.name} (its imports, functions, classes and constants): the reference side."""'
-    return "\n\n".join([header, *kept]) + "\n"
+    return module, kept
 
 
 def _global_names(source: str) -> set[str]:
@@ -112,17 +126,6 @@ def _global_names(source: str) -> set[str]:
             names.update(table.get_globals())
         pending.extend(table.get_children())
     return names
-
-
-def _module_from_source(source: str, path: Path, name: str) -> ModuleType:
-    module = ModuleType(f"llm_grader_reference_{name.replace('-', '_')}")
-    module.__file__ = str(path)
-    try:
-        with quiet_libraries():
-            exec(compile(source, str(path), "exec"), module.__dict__)
-    except Exception as error:
-        raise CourseError(f"the reference implementation {path} failed to load: {type(error).__name__}: {error}") from error
-    return module
 
 
 class ReferenceModels:
