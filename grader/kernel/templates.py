@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from grader import scratch
 from grader.kernel.sandbox import SandboxPolicy
@@ -99,7 +100,7 @@ class SharedTemplate(TemplateClient):
     def ready(self, timeout_s: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():  # it appears once the template accepts (see grader.kernel.template)
-            if not _process_exists(self.address.pid):
+            if not psutil.pid_exists(self.address.pid):
                 self.problem = "it ended before it was ready"
                 return False
             if time.monotonic() > deadline:
@@ -107,16 +108,6 @@ class SharedTemplate(TemplateClient):
                 return False
             time.sleep(0.05)
         return True
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class KernelTemplate(TemplateClient):
