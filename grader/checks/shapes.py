@@ -74,7 +74,6 @@ def keys(*names: str, text: str | None = None) -> Shape:
 
 
 ANY = Shape("anything", "anything", lambda value: None)
-DICT = instance(dict, "a dict")
 FRAME = instance(Frame, "a pandas DataFrame")
 STRING = instance(str, "a string")
 TOKENIZER = instance(Tokenizer, "a tokenizer")
