@@ -75,12 +75,20 @@ def on_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def cuda_points(assignment: str) -> float:
-    """Points of the assignment's CUDA-only checks (skipped, and out of the maximum, on a CPU grader)."""
+def device_points(assignment: str, device: str) -> float:
+    """Points of the assignment's checks that run only on ``device`` (``cuda`` or ``cpu``)."""
     import yaml
 
     rubric = yaml.safe_load((Path(__file__).resolve().parent.parent / "assignments" / assignment / "rubric.yaml").read_text())
-    return sum(float(check["points"]) for check in rubric["checks"] if check.get("device") == "cuda")
+    return sum(float(check["points"]) for check in rubric["checks"] if check.get("device") == device)
+
+
+def here(assignment: str, cpu_total: float) -> float:
+    """What ``cpu_total`` points (counted on a CPU grader) are on this machine: on a GPU the CUDA-only checks
+    count and the CPU-only ones are skipped (perplexity's "float32 on the CPU" checks a CPU's fallback)."""
+    if not on_cuda():
+        return cpu_total
+    return cpu_total + device_points(assignment, "cuda") - device_points(assignment, "cpu")
 
 
 def run_grade(

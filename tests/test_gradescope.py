@@ -14,7 +14,7 @@ import pytest
 
 from grader.zoo import ModelZoo
 from tests.conftest import SEED
-from tests.contract import GradescopeResults, cuda_points, on_cuda
+from tests.contract import GradescopeResults, here, on_cuda
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_the_solution_gets_full_marks_with_hidden_checks_after_publishing(
     notebook = (root / "submissions" / "perplexity" / "solution.ipynb").read_bytes()
     autograder = gradescope_root(tmp_path, source, {"my_notebook.ipynb": notebook, "notes.txt": b"hi"})
     results, stdout = run_autograder(autograder, zoo)
-    assert results.score == results.max_score == 20 + (cuda_points("perplexity") if on_cuda() else 0)
+    assert results.score == results.max_score == here("perplexity", 20)
     assert results.execution_time > 0
     assert results.by_id()["loss-hidden"].visibility == "after_published"
     assert results.by_id()["loss-public"].visibility == "visible"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, cuda_points, grade_samples, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -53,7 +53,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) ->
 def test_solution_gets_full_marks(graded: Path) -> None:
     solution = results(graded, "solution")
     # On a CPU grader the CUDA-only checks are skipped (out of the maximum); on a GPU they run and pass.
-    assert solution.score == solution.max_score == 23 + (cuda_points("latency") if on_cuda() else 0)
+    assert solution.score == solution.max_score == here("latency", 23)
     outcomes = {check_id: test.extra_data["outcome"] for check_id, test in solution.by_id().items()}
     skipped = {check_id for check_id, outcome in outcomes.items() if outcome == "skipped"}
     assert skipped == (set() if on_cuda() else {"measure-cuda-sync", "precision-sweep-fp16-cuda"})
@@ -68,6 +68,10 @@ def test_starter_scores_zero(graded: Path) -> None:
 
 @pytest.mark.parametrize("sample", sorted(MISTAKES))
 def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> None:
+    if sample == "mistake-keys-by-request" and on_cuda():
+        # On CUDA float16 is its own label: a sweep keyed by the request is keyed by the label (graded on an H200).
+        assert results(graded, sample).losing() == set()
+        return
     assert_loses_exactly(graded, sample, *MISTAKES[sample])
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, cuda_points, grade_samples, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -51,9 +51,10 @@ def graded(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) ->
 def test_solution_gets_full_marks(graded: Path) -> None:
     solution = results(graded, "solution")
     # On a CPU grader the CUDA-only check is skipped (out of the maximum); on a GPU it runs and passes.
-    assert solution.score == solution.max_score == 20 + (cuda_points("perplexity") if on_cuda() else 0)
+    assert solution.score == solution.max_score == here("perplexity", 20)
     outcomes = {check_id: test.extra_data["outcome"] for check_id, test in solution.by_id().items()}
     assert outcomes.pop("timing-cuda-sync") == ("passed" if on_cuda() else "skipped")
+    assert outcomes.pop("loader-cpu-float32") == ("skipped" if on_cuda() else "passed")  # a CPU's fallback
     assert set(outcomes.values()) == {"passed"}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, cuda_points, grade_samples, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 # sample -> (checks that lose points, words the failing message must contain)
@@ -73,7 +73,7 @@ def test_every_sample_gets_a_valid_results_json(graded: Path, root: Path) -> Non
 def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None:
     solution = results(graded, "solution")
     # On a CPU grader the CUDA-only check is skipped (out of the maximum); on a GPU it runs and passes.
-    assert solution.score == solution.max_score == 25 + (cuda_points("ptq-bnb") if on_cuda() else 0)
+    assert solution.score == solution.max_score == here("ptq-bnb", 25)
     outcomes = {check_id: test.extra_data["outcome"] for check_id, test in solution.by_id().items()}
     assert outcomes.pop("generate-cuda-sync") == ("passed" if on_cuda() else "skipped")
     assert {outcomes.pop(f"analysis-{part}") for part in ("memory", "latency", "quality", "tradeoffs")} == {"manual"}

@@ -25,7 +25,7 @@ from grader.kernel.templates import TemplateAddress, start_template
 from grader.reports.results import SubmissionResult
 
 PROBE = """
-import json, os, random, sys, threading, time, torch
+import getpass, json, os, random, sys, threading, time, torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained("gpt2")
 model = AutoModelForCausalLM.from_pretrained("gpt2").eval()
@@ -47,6 +47,7 @@ print(json.dumps({
     "torch_random": float(torch.rand(1)),
     "pid": os.getpid(),
     "uid": os.getuid(),
+    "user": getpass.getuser(),
     "policy_in_frames": policy_in_frames(),
 }))
 """
@@ -120,6 +121,10 @@ def test_a_forked_kernel_runs_multithreaded_torch_and_generates_like_a_launched_
     assert seen["generated"] == expected["generated"]
     assert seen["pid"] == expected["pid"] == 1  # process 1 of a PID namespace of its own
     assert (seen["uid"] != 0) == (expected["uid"] != 0)  # its own user wherever a launched one has one
+    # A uid of its own has no passwd entry: the kernel is named by USER/LOGNAME instead, or getpass.getuser()
+    # raises (torch 2.11's first import of torch._dynamo called it unguarded: every GPU kernel failed).
+    for kernel in (seen, expected):
+        assert kernel["user"] == (f"kernel-{kernel['uid']}" if kernel["uid"] != 0 else "root")
     assert seen["hub"] == expected["hub"] and seen["hub_exists"]
 
 

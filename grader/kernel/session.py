@@ -318,6 +318,9 @@ class KernelSession:
         """
         if sandbox.isolation.own_user:
             self.uid = new_kernel_uid()
+            # The uid has no passwd entry: getpass.getuser() reads these first (torch before 2.12 calls it, unguarded,
+            # when torch._dynamo is first imported, e.g. by transformers' modeling_utils, and that import then failed).
+            env["USER"] = env["LOGNAME"] = f"kernel-{self.uid}"
             self._runtime_dir.chmod(0o711)
             for path in owned:
                 os.chown(path, self.uid, self.uid)
