@@ -189,6 +189,28 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
         supply.close()
 
 
+def test_a_worker_is_told_why_the_runs_template_ended(grader: Grader) -> None:
+    """A worker shares only the run template's address: the template's own reason reaches it (beside its socket),
+    not only "it ended" (on an H200 the run said only that, and why the template had refused was lost)."""
+    assert grader.sandbox is not None
+    template = start_template(grader.kernels.env, grader.sandbox, preload=("torch", "no_such_module_x"))
+    try:
+        supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, shared=template.address)
+        try:
+            with taken(supply) as session:
+                assert session.run_notebook(make_notebook(None, [("code", "print(6 * 7)")]), 30, 60).problems == ()
+            assert session.mode == "launched"
+            assert supply.why_launched == (
+                "the kernel template could not start: importing what kernels import failed: "
+                "ModuleNotFoundError: No module named 'no_such_module_x'"
+            )
+        finally:
+            supply.close()
+    finally:
+        template.close()
+    assert not template.folder.exists()
+
+
 def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grader: Grader, tmp_path: Path) -> None:
     supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, preload=("torch", "no_such_module_x"))
     try:

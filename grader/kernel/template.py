@@ -41,12 +41,15 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 from grader.kernel import launcher
 
 MAX_REQUEST_BYTES = 1 << 20
 READY = "ready"
+WHY_SUFFIX = ".why"  # beside the socket: why a template ended before it served (read by the run's workers)
+WHY_KEPT_S = 10.0  # how long that file outlives the template
 
 
 def _threads() -> int:
@@ -55,6 +58,25 @@ def _threads() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return threading.active_count()
+
+
+def _thread_names() -> list[str]:
+    """The operating system's names of this process's threads (native ones too: what started a thread at import)."""
+    names = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+    return names
+
+
+def _refuse(socket_path: str, why: str) -> int:
+    """Say why this template will serve no fork: on standard error (for the process that started it) and
+    beside its socket (for the run's workers, which only share its address)."""
+    print(why, file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError), open(socket_path + WHY_SUFFIX, "w") as file:
+        file.write(why)
+    return launcher.EXIT_LAUNCH_FAILED
 
 
 def _client_alive(pid: int) -> Any:
@@ -207,10 +229,17 @@ def _leave_nothing_behind(folder: str) -> None:
     if os.fork() != 0:
         return
     try:
+        # Not the template's standard output and error: whoever reads them would wait for the janitor to end.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         if launcher.signal_when_parent_ends(signal.SIGTERM):
             signal.sigwait({signal.SIGTERM})
+        with contextlib.suppress(OSError):
+            if any(name.endswith(WHY_SUFFIX) for name in os.listdir(folder)):
+                time.sleep(WHY_KEPT_S)  # the run's workers, polling for the template, read why it ended first
         shutil.rmtree(folder, ignore_errors=True)
     finally:
         os._exit(0)
@@ -239,18 +268,21 @@ def main() -> int:
         return 2
     launcher.die_with_parent()
     _leave_nothing_behind(os.path.dirname(os.path.abspath(socket_path)))
-    for module in preload:
-        importlib.import_module(module)
-    extras = [str(module) for module in order.get("extras", [])]
-    if _cpu_only_torch():
-        extras += [str(module) for module in order.get("cpu_extras", [])]
-    for module in extras:
-        with contextlib.suppress(ImportError):  # not installed: the notebook imports it, or not
+    try:
+        for module in preload:
             importlib.import_module(module)
-    importlib.import_module("ipykernel.kernelapp")
+        extras = [str(module) for module in order.get("extras", [])]
+        if _cpu_only_torch():
+            extras += [str(module) for module in order.get("cpu_extras", [])]
+        for module in extras:
+            with contextlib.suppress(ImportError):  # not installed: the notebook imports it, or not
+                importlib.import_module(module)
+        importlib.import_module("ipykernel.kernelapp")
+    except Exception as error:
+        return _refuse(socket_path, f"importing what kernels import failed: {type(error).__name__}: {error}")
     if _threads() != 1:
-        print(f"the kernel template has {_threads()} threads after its imports; it cannot fork safely", file=sys.stderr)
-        return launcher.EXIT_LAUNCH_FAILED
+        names = ", ".join(sorted(set(_thread_names())))
+        return _refuse(socket_path, f"it has {_threads()} threads after its imports ({names}): it cannot fork safely")
     # What was imported lives as long as every kernel: the collector of a kernel need not walk it
     # again at each full collection (about 0.1 s of CPU each, with torch and transformers loaded),
     # and a fork shares its pages rather than copying them as the collector touches them.

@@ -19,6 +19,7 @@ import psutil
 
 from grader import scratch
 from grader.kernel.sandbox import SandboxPolicy
+from grader.kernel.template import WHY_SUFFIX
 
 ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
 # Modules a kernel imports before it answers: what nearly every notebook of the course imports,
@@ -57,6 +58,14 @@ class TemplateAddress:
 
     socket: str
     pid: int
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (an ended one not yet reaped by its parent does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 class TemplateClient:
@@ -100,8 +109,11 @@ class SharedTemplate(TemplateClient):
     def ready(self, timeout_s: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():  # it appears once the template accepts (see grader.kernel.template)
-            if not psutil.pid_exists(self.address.pid):
-                self.problem = "it ended before it was ready"
+            if not _running(self.address.pid):
+                try:  # the template says why beside its socket (grader.kernel.template._refuse)
+                    self.problem = Path(str(self.socket) + WHY_SUFFIX).read_text()[:500] or "it ended before it was ready"
+                except OSError:
+                    self.problem = "it ended before it was ready"
                 return False
             if time.monotonic() > deadline:
                 self.problem = f"it was not ready after {timeout_s:.0f} s"
