@@ -19,7 +19,6 @@ import psutil
 
 from grader import scratch
 from grader.kernel.sandbox import SandboxPolicy
-from grader.kernel.template import WHY_SUFFIX
 
 ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one place for every kernel)
 # Modules a kernel imports before it answers: what nearly every notebook of the course imports,
@@ -110,6 +109,8 @@ class SharedTemplate(TemplateClient):
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():  # it appears once the template accepts (see grader.kernel.template)
             if not _running(self.address.pid):
+                from grader.kernel.template import WHY_SUFFIX  # (POSIX-only: the launcher; templates run only there)
+
                 try:  # the template says why beside its socket (grader.kernel.template._refuse)
                     self.problem = Path(str(self.socket) + WHY_SUFFIX).read_text()[:500] or "it ended before it was ready"
                 except OSError:
