@@ -11,7 +11,7 @@ from course_assignments.quantization.checks import SETTINGS
 
 from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
-from grader.checks.timing import warmup_before
+from grader.checks.timing import judge_new_tokens, judge_rates, warmup_before
 from grader.kernel.evidence import generated_anything
 from tests.events import event, generate_event, synchronize_event
 
@@ -400,3 +400,54 @@ def test_a_float16_run_on_cuda_is_judged_by_the_dtype_of_the_timed_model() -> No
     on_cpu = {"float32": ("torch.float32", "float32"), "float16": ("torch.float32", "float32 (CPU fallback)")}
     cpu_sweep = PrecisionSweep("sweep_precisions(...)", 8, CallOutcome("returned", events=tuple([*fp32, *cast_back])), {}, on_cpu)
     assert judge_fp16_run(cpu_sweep, params).outcome == "passed"
+
+
+# One judge of a timed generate's new tokens and rates, used by latency, perplexity and quantization alike.
+EARLY_STOP = {"input_shape": [1, 5], "output_shape": [1, 11], "new_tokens": [6], "max_new_tokens": 20}
+BATCH = {"input_shape": [3, 5], "output_shape": [3, 13], "new_tokens": [8, 3, 8], "max_new_tokens": 8}
+
+
+@pytest.mark.parametrize(
+    ("timed", "reported", "words"),
+    [
+        (EARLY_STOP, 6, None),
+        (EARLY_STOP, 6.0, None),
+        (EARLY_STOP, 20, "new_tokens assumes all 20 tokens were generated, but the model stopped after 6"),
+        (EARLY_STOP, 11, "new_tokens is 11, but the timed generate produced 6 new tokens."),
+        (EARLY_STOP, "6", "new_tokens is '6'"),
+        (EARLY_STOP, 6.5, "new_tokens is 6.5"),
+        (BATCH, 19, None),  # every sequence, each up to its end-of-text
+        (BATCH, 24, None),  # every generated position of the batch (padding after an early stop counted)
+        (BATCH, 8, "it counts one sequence of the 3; count the new tokens of every sequence of the batch"),
+        (BATCH, 25, "new_tokens is 25, but the timed generate of 3 prompts produced 19 to 24 new tokens."),
+    ],
+)
+def test_new_tokens_are_those_the_timed_generate_produced(timed: dict[str, Any], reported: Any, words: str | None) -> None:
+    verdict = judge_new_tokens(reported, generate_event(**timed), timed["max_new_tokens"])
+    assert (verdict is None) == (words is None)
+    assert verdict is None or (verdict.outcome == "failed" and words in verdict.message)
+
+
+@pytest.mark.parametrize(
+    ("rate", "per_token", "words"),
+    [
+        (30.0, 1000 / 30, None),
+        (30.3, 33.0, None),  # within the tolerance
+        (100.0, 10.0, "tokens_per_s assumes all 20 tokens were generated, but the model stopped after 6"),
+        (3.0, 1000 / 30, "tokens_per_s is 3, but 6 new tokens in 0.2 s is 30."),
+        ("fast", 1000 / 30, "tokens_per_s is a str ('fast')"),
+        (30.0, 1 / 30, "over 6 tokens is 33.33 ms: it is in seconds; multiply by 1000."),
+        (30.0, 5.0, "ms_per_token is 5, but 0.2 s over 6 tokens is 33.33 ms."),
+        (30.0, None, "ms_per_token is None"),
+    ],
+)
+def test_rates_derive_from_the_new_tokens_and_the_latency(rate: Any, per_token: Any, words: str | None) -> None:
+    verdict = judge_rates(0.02, 0.2, 6, rate, per_token, max_new_tokens=20)
+    assert (verdict is None) == (words is None), verdict
+    assert verdict is None or (verdict.outcome == "failed" and words in verdict.message), verdict.message
+
+
+def test_a_rate_alone_is_judged_without_ms_per_token() -> None:
+    assert judge_rates(0.02, 0.2, 6, 30.0) is None
+    assert judge_rates(0.02, 0.2, 6, 100.0) is not None  # no max_new_tokens given: the plain message
+    assert "assumes" not in judge_rates(0.02, 0.2, 6, 100.0).message

@@ -6,22 +6,23 @@ their default inputs reach students.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, Verdict, check_kind, first_failure, number
+from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, Verdict, check_kind, first_failure
 from grader.checks.identity import other_model
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
     judge_generate_inputs,
+    judge_new_tokens,
+    judge_rates,
     judge_timed_call,
     prompt_width,
 )
 from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent
-from grader.kernel.values import is_number, kind_of
+from grader.kernel.values import kind_of
 
 from .checks import (
     TIMING_GUIDANCE,
@@ -217,35 +218,10 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
     )
 
 
-def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: dict[str, Any], max_new_tokens: int) -> Verdict | None:
-    generated = int((timed["new_tokens"] if timed["new_tokens"] is not None else [max_new_tokens])[0])
-    reported, latency = value["new_tokens"], float(value["latency_s"])
-    if not is_number(reported) or int(reported) != reported or int(reported) != generated:
-        if reported == max_new_tokens and generated != max_new_tokens:
-            message = (
-                f"new_tokens assumes all {max_new_tokens} tokens were generated, but the model stopped after {generated} "
-                "(end-of-text): count the new tokens in the output (output length minus input length)."
-            )
-        else:
-            message = f"new_tokens is {reported!r}, but the timed generate produced {generated} new tokens."
-        return Verdict.failed(message, expected=str(generated), found=repr(reported))
-    rate, per_token = value["tokens_per_s"], value["ms_per_token"]
-    if not is_number(rate) or not math.isclose(float(rate), generated / latency, rel_tol=params.rate_tolerance):
-        return Verdict.failed(
-            f"tokens_per_s is {kind_of(rate)}, but {generated} new tokens in {number(latency, 's')} is {number(generated / latency)}.",
-            expected=number(generated / latency),
-            found=kind_of(rate),
-        )
-    expected_ms = 1000 * latency / max(generated, 1)
-    if not is_number(per_token) or not math.isclose(float(per_token), expected_ms, rel_tol=params.rate_tolerance):
-        seconds = is_number(per_token) and math.isclose(float(per_token), expected_ms / 1000, rel_tol=params.rate_tolerance)
-        return Verdict.failed(
-            f"ms_per_token is {kind_of(per_token)}, but {number(latency, 's')} over {generated} tokens is {number(expected_ms)} ms"
-            + (": it is in seconds; multiply by 1000." if seconds else "."),
-            expected=number(expected_ms),
-            found=kind_of(per_token),
-        )
-    return None
+def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: GenerateEvent, max_new_tokens: int) -> Verdict | None:
+    return judge_new_tokens(value["new_tokens"], timed, max_new_tokens) or judge_rates(
+        params.rate_tolerance, float(value["latency_s"]), float(value["new_tokens"]), value["tokens_per_s"], value["ms_per_token"]
+    )
 
 
 @check_kind("sweep_settings", SweepParams)

@@ -13,7 +13,7 @@ from grader.checks.base import CheckContext, Verdict, check_kind, number
 from grader.checks.loss import (
     TOKEN_MISTAKES,
 )
-from grader.checks.timing import judge_generate_inputs, judge_timed_call, retry_while_too_long
+from grader.checks.timing import judge_generate_inputs, judge_rates, judge_timed_call, new_tokens_range, retry_while_too_long
 from grader.kernel.values import is_number, kind_of
 
 from .checks import (
@@ -46,18 +46,10 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
         ) or judge_timed_call(params, float(latency), outcome, max_new_tokens)
         if verdict is not None:
             return verdict
-        generated = int((events[-1]["new_tokens"] if events[-1]["new_tokens"] is not None else [max_new_tokens])[0])
-        if not math.isclose(float(rate), generated / float(latency), rel_tol=params.rate_tolerance):
-            if generated != max_new_tokens and math.isclose(
-                float(rate), max_new_tokens / float(latency), rel_tol=params.rate_tolerance
-            ):
-                message = (
-                    f"tokens_per_s assumes all {max_new_tokens} tokens were generated, but the model stopped after {generated} "
-                    f"(end-of-text): count the new tokens in the output."
-                )
-            else:
-                message = f"tokens_per_s is {number(float(rate))}, but {generated} new tokens in {number(float(latency), 's')} is {number(generated / float(latency))}."
-            return Verdict.failed(message, expected=number(generated / float(latency)), found=number(float(rate)))
+        generated, _ = new_tokens_range(events[-1])
+        verdict = judge_rates(params.rate_tolerance, float(latency), generated, rate, max_new_tokens=max_new_tokens)
+        if verdict is not None:
+            return verdict
     return Verdict.passed(
         f"{params.function} reports the generate call's latency and counts the tokens it really generated, also when it stops early."
     )

@@ -44,9 +44,13 @@ from grader.checks.timing import (
     call_timed,
     judge_generate_inputs,
     judge_latency,
+    judge_new_tokens,
+    judge_rates,
     judge_timed_call,
     max_matching,
+    new_tokens_range,
     retry_while_too_long,
+    span,
     tokens_limit,
     too_long,
 )
@@ -94,19 +98,6 @@ def timed_calls(outcome: CallOutcome) -> list[GenerateEvent]:
             timed.append(event)
         previous = key
     return timed
-
-
-def token_range(event: GenerateEvent) -> tuple[int, int]:
-    """New tokens of every sequence of a generate call: up to each one's end-of-text, and every generated position."""
-    rows = int((event["input_shape"] or [1])[0])
-    width = int((event["output_shape"] or [0, 0])[-1]) - int((event["input_shape"] or [0, 0])[-1])
-    width = max(width, 0)  # no output shape recorded (a generate that returned something else)
-    counts = event["new_tokens"] or [width]
-    return int(sum(counts)), rows * width
-
-
-def _span(low: object, high: object) -> str:
-    return str(low) if low == high else f"{low} to {high}"
 
 
 def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, Any]:
@@ -169,37 +160,14 @@ def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], 
 @check_kind("batch_measure_tokens", MeasureParams)
 def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation on a batch counts the new tokens of every sequence and derives its rates from them."""
-    _, _, outcome, value = _measured(context, params)
+    _, max_new_tokens, outcome, value = _measured(context, params)
     latency = float(value["latency_s"])
     timed = outcome.generate_events()[-1]
-    low, high = token_range(timed)
-    reported = value["new_tokens"]
-    rows = int((timed["input_shape"] or [1])[0])
-    if not low <= float(reported) <= high:
-        first_only = rows > 1 and float(reported) * rows <= high and float(reported) <= high / rows
-        why = f": it counts one sequence of the {rows}; count the new tokens of every sequence of the batch" if first_only else ""
-        return Verdict.failed(
-            f"new_tokens is {reported!r}, but the timed generate of {rows} prompts produced {_span(low, high)} new tokens{why}.",
-            expected=_span(low, high),
-            found=repr(reported),
-        )
-    rate, per_token = float(value["tokens_per_s"]), float(value["ms_per_token"])
-    expected_rate = float(reported) / latency
-    if not math.isclose(rate, expected_rate, rel_tol=params.rate_tolerance):
-        return Verdict.failed(
-            f"tokens_per_s is {number(rate)}, but {reported} new tokens in {number(latency, 's')} is {number(expected_rate)}.",
-            expected=number(expected_rate),
-            found=number(rate),
-        )
-    expected_ms = 1000 * latency / max(float(reported), 1)
-    if not math.isclose(per_token, expected_ms, rel_tol=params.rate_tolerance):
-        seconds = math.isclose(per_token, expected_ms / 1000, rel_tol=params.rate_tolerance)
-        return Verdict.failed(
-            f"ms_per_token is {number(per_token)}, but {number(latency, 's')} over {reported} tokens is {number(expected_ms)} ms"
-            + (": it is in seconds; multiply by 1000." if seconds else "."),
-            expected=number(expected_ms),
-            found=number(per_token),
-        )
+    verdict = judge_new_tokens(value["new_tokens"], timed, max_new_tokens) or judge_rates(
+        params.rate_tolerance, latency, float(value["new_tokens"]), value["tokens_per_s"], value["ms_per_token"]
+    )
+    if verdict is not None:
+        return verdict
     return Verdict.passed(f"{params.function} counts the new tokens of every sequence and derives its rates from them.")
 
 
@@ -717,7 +685,7 @@ def batching_throughput(context: CheckContext, params: BatchParams) -> Verdict:
                 expected=mistimed.expected,
                 found=mistimed.found,
             )
-        low, high = token_range(event)
+        low, high = new_tokens_range(event)
         produced = float(rate) * float(latency)
         if not low * (1 - params.rate_tolerance) <= produced <= high * (1 + params.rate_tolerance):
             first_only = rows > 1 and produced <= high / rows * (1 + params.rate_tolerance)
@@ -728,8 +696,8 @@ def batching_throughput(context: CheckContext, params: BatchParams) -> Verdict:
             )
             return Verdict.failed(
                 f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but the batch produced "
-                f"{_span(low, high)} new tokens: {why}.",
-                expected=f"{_span(number(low / float(latency)), number(high / float(latency)))} tokens/s",
+                f"{span(low, high)} new tokens: {why}.",
+                expected=f"{span(number(low / float(latency)), number(high / float(latency)))} tokens/s",
                 found=number(float(rate)),
             )
         if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
@@ -809,8 +777,8 @@ def batches_asked_throughput(
         if not _within(float(latency), latencies, params.rate_tolerance):
             return Verdict.failed(
                 f"For batch size {rows}, latency_s is {number(float(latency), 's')}, but {function} returned "
-                f"{_span(number(latencies[0], 's'), number(latencies[1], 's'))} for that batch: report the latency it measured.",
-                expected=_span(number(latencies[0], "s"), number(latencies[1], "s")),
+                f"{span(number(latencies[0], 's'), number(latencies[1], 's'))} for that batch: report the latency it measured.",
+                expected=span(number(latencies[0], "s"), number(latencies[1], "s")),
                 found=number(float(latency), "s"),
             )
         produced = float(rate) * float(latency)
@@ -818,9 +786,9 @@ def batches_asked_throughput(
         if not (everyone or _within(produced, counts, params.rate_tolerance)):
             return Verdict.failed(
                 f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but {function} counted "
-                f"{_span(number(counts[0]), number(counts[1]))} new tokens for that batch: tokens_per_s should be the "
+                f"{span(number(counts[0]), number(counts[1]))} new tokens for that batch: tokens_per_s should be the "
                 "batch's new tokens divided by latency_s.",
-                expected=f"{_span(number(counts[0] / float(latency)), number(counts[1] / float(latency)))} tokens/s",
+                expected=f"{span(number(counts[0] / float(latency)), number(counts[1] / float(latency)))} tokens/s",
                 found=number(float(rate)),
             )
         if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
@@ -1213,7 +1181,7 @@ def _edge_fits(params: EdgeParams, metrics: Any, event: GenerateEvent, max_new_t
     latency, rate = float(metrics["latency_s"]), float(metrics["tokens_per_s"])
     if latency <= 0 or judge_latency(params, latency, [event], max_new_tokens) is not None:
         return False
-    low, high = token_range(event)
+    low, high = new_tokens_range(event)
     return low * (1 - params.rate_tolerance) <= rate * latency <= high * (1 + params.rate_tolerance)
 
 

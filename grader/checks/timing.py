@@ -20,6 +20,7 @@ from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_k
 from grader.kernel.evidence import generated_anything
 from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
+from grader.kernel.values import is_number, kind_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -168,6 +169,81 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
             found=verdict.found,
         )
     return verdict
+
+
+def new_tokens_range(event: GenerateEvent) -> tuple[int, int]:
+    """New tokens of every sequence of a generate call: (up to each one's end-of-text, every generated position).
+    One sequence stops at its end-of-text, so the two agree; a batch's finished rows are padded to the longest."""
+    rows = int((event["input_shape"] or [1])[0])
+    width = int((event["output_shape"] or [0, 0])[-1]) - int((event["input_shape"] or [0, 0])[-1])
+    width = max(width, 0)  # no output shape recorded (a generate that returned something else)
+    counts = event["new_tokens"] or [width]
+    return int(sum(counts)), rows * width
+
+
+def span(low: object, high: object) -> str:
+    """``low`` alone where it is ``high``, else "low to high"."""
+    return str(low) if low == high else f"{low} to {high}"
+
+
+def judge_new_tokens(reported: Any, timed: GenerateEvent, max_new_tokens: int) -> Verdict | None:
+    """None if ``reported`` counts the new tokens the timed generate produced (every sequence of a batch; a
+    sequence ends at its end-of-text); else the failed verdict, naming the usual ways to miscount."""
+    low, high = new_tokens_range(timed)
+    rows = int((timed["input_shape"] or [1])[0])
+    if is_number(reported) and float(reported) == int(reported) and low <= int(reported) <= high:
+        return None
+    if rows == 1 and reported == max_new_tokens and low != max_new_tokens:
+        message = (
+            f"new_tokens assumes all {max_new_tokens} tokens were generated, but the model stopped after {low} "
+            "(end-of-text): count the new tokens in the output (output length minus input length)."
+        )
+    else:
+        first_only = rows > 1 and is_number(reported) and float(reported) <= high / rows
+        why = f": it counts one sequence of the {rows}; count the new tokens of every sequence of the batch" if first_only else ""
+        prompts = f" of {rows} prompts" if rows > 1 else ""
+        message = f"new_tokens is {reported!r}, but the timed generate{prompts} produced {span(low, high)} new tokens{why}."
+    return Verdict.failed(message, expected=span(low, high), found=repr(reported))
+
+
+ABSENT: Any = object()  # a metric the function does not report (its check then judges the others)
+
+
+def judge_rates(
+    tolerance: float, latency: float, tokens: float, tokens_per_s: Any, ms_per_token: Any = ABSENT, max_new_tokens: int = 0
+) -> Verdict | None:
+    """None if tokens_per_s (and ms_per_token, where reported) derive from ``tokens`` new tokens in ``latency``
+    seconds, within ``tolerance`` (relative); else the failed verdict. With ``max_new_tokens``, a rate that
+    assumes every asked token was generated, when fewer were, is named."""
+    expected_rate = tokens / latency
+    shown = number(float(tokens_per_s)) if is_number(tokens_per_s) else kind_of(tokens_per_s)
+    if not is_number(tokens_per_s) or not math.isclose(float(tokens_per_s), expected_rate, rel_tol=tolerance):
+        if (
+            max_new_tokens
+            and tokens != max_new_tokens
+            and is_number(tokens_per_s)
+            and math.isclose(float(tokens_per_s), max_new_tokens / latency, rel_tol=tolerance)
+        ):
+            message = (
+                f"tokens_per_s assumes all {max_new_tokens} tokens were generated, but the model stopped after {tokens:g} "
+                "(end-of-text): count the new tokens in the output."
+            )
+        else:
+            message = f"tokens_per_s is {shown}, but {tokens:g} new tokens in {number(latency, 's')} is {number(expected_rate)}."
+        return Verdict.failed(message, expected=number(expected_rate), found=shown)
+    if ms_per_token is ABSENT:
+        return None
+    expected_ms = 1000 * latency / max(tokens, 1)
+    if not is_number(ms_per_token) or not math.isclose(float(ms_per_token), expected_ms, rel_tol=tolerance):
+        seconds = is_number(ms_per_token) and math.isclose(float(ms_per_token), expected_ms / 1000, rel_tol=tolerance)
+        shown = number(float(ms_per_token)) if is_number(ms_per_token) else kind_of(ms_per_token)
+        return Verdict.failed(
+            f"ms_per_token is {shown}, but {number(latency, 's')} over {tokens:g} tokens is {number(expected_ms)} ms"
+            + (": it is in seconds; multiply by 1000." if seconds else "."),
+            expected=number(expected_ms),
+            found=shown,
+        )
+    return None
 
 
 def warmup_before(events: list[GenerateEvent], timed: GenerateEvent) -> GenerateEvent | None:
