@@ -134,7 +134,7 @@ def main() -> None:
     with KernelSession(Path(tempfile.mkdtemp(prefix="bench-evidence-")), environment) as session:
         kernel = Harness(session, call_timeout_s=60)
         assert kernel.install().ok
-        assert session.run_notebook(make_notebook(None, [("code", HONEST)]), 60, 120).problems == ()
+        assert session.cells.run(make_notebook(None, [("code", HONEST)]), 60, 120).problems == ()
         for label, loops in (("idle", 0), (f"{os.cpu_count()} busy loops", os.cpu_count() or 1)):
             workers = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(loops)]
             for worker in workers:

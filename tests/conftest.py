@@ -77,7 +77,7 @@ def installed_kernel(workdir: Path, zoo: ModelZoo, cells: list[str], call_timeou
     with KernelSession(workdir, kernel_env(zoo)) as session:
         harness = Harness(session, call_timeout_s=call_timeout_s)
         assert harness.install().ok
-        assert session.run_notebook(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
+        assert session.cells.run(make_notebook(None, [("code", cell) for cell in cells]), 120, 300).problems == ()
         yield harness
 
 

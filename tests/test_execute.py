@@ -15,7 +15,7 @@ from grader.kernel.workdir import prepare_workdir
 def run(tmp_path: Path, *sources: str, cell_timeout_s: float = 3, notebook_timeout_s: float = 60):
     notebook = make_notebook(None, [("code", source) for source in sources])
     with KernelSession(tmp_path, os.environ, interrupt_grace_s=3) as session:
-        record = session.run_notebook(notebook, cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s)
+        record = session.cells.run(notebook, cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s)
         alive = session.alive
     return notebook, record, alive
 
@@ -104,9 +104,9 @@ def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Pa
             [("code", "import sys, os\nloaded = 'email.mime.text' in sys.modules\nnames = sorted(dir())\nfiles = os.listdir()")],
         )
         with second:
-            record = second.run_notebook(notebook, cell_timeout_s=10, notebook_timeout_s=30)
+            record = second.cells.run(notebook, cell_timeout_s=10, notebook_timeout_s=30)
             assert record.problems == ()
-            reply = second.request("print(loaded, 'email' in names, 'json' in names, files)", channel="-", timeout_s=10)
+            reply = second.channel.request("print(loaded, 'email' in names, 'json' in names, files)", channel="-", timeout_s=10)
         assert reply.stdout.strip() == "True False False ['data.txt']"
     finally:
         for session in taken:

@@ -241,7 +241,7 @@ def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentat
     with KernelSession(tmp_path, kernel_env(zoo)) as session:
         kernel = Harness(session, call_timeout_s=30)
         assert kernel.install().ok
-        assert session.run_notebook(make_notebook(None, [("code", s) for s in tampering]), 60, 120).problems == ()
+        assert session.cells.run(make_notebook(None, [("code", s) for s in tampering]), 60, 120).problems == ()
         outcome = kernel.call("timed", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")], pace_s=0.2)
     assert outcome.ok and outcome.value == 0.0  # the student's own clock is theirs to break
     (generate,) = outcome.generate_events()
@@ -273,7 +273,7 @@ def test_without_pause_fifos_the_kernel_sleeps_one_length_per_call_and_is_judged
         session.pause_paths = None  # as where os.mkfifo is missing
         kernel = Harness(session, call_timeout_s=30)
         assert kernel.install().ok
-        assert session.run_notebook(make_notebook(None, [("code", timed)]), 60, 120).problems == ()
+        assert session.cells.run(make_notebook(None, [("code", timed)]), 60, 120).problems == ()
         arguments = [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("The cat")]
         honest = kernel.call("timed", arguments, pace_s=0.2)
         shrunk = kernel.call("shrunk", arguments, pace_s=0.2)

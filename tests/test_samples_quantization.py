@@ -63,7 +63,7 @@ def test_solution_gets_full_marks(graded: Path) -> None:
 def test_the_solution_prints_what_seed_002_says_a_good_run_shows(tmp_path: Path, root: Path, zoo: ModelZoo) -> None:
     notebook = nbformat.read(root / "submissions" / "quantization" / "solution.ipynb", as_version=4)
     with KernelSession(tmp_path, {**os.environ, **zoo.kernel_env()}) as session:
-        record = session.run_notebook(notebook, 240, 600)
+        record = session.cells.run(notebook, 240, 600)
     assert record.problems == ()
     printed = "".join(output.get("text", "") for output in record.notebook.cells[-1].outputs)
     assert "Loaded: gpt2 | device=cpu | dtype=float32" in printed  # the load header

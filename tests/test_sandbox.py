@@ -167,7 +167,7 @@ def test_the_machines_tmp_is_not_counted_as_a_kernels_memory() -> None:
 def test_huge_outputs_are_cut_to_the_budget(tmp_path: Path) -> None:
     cells = [("code", "for i in range(50_000):\n    print('spam ' * 20)"), ("code", "print('after')\n1 / 0")]
     with KernelSession(tmp_path, dict(os.environ)) as session:
-        record = session.run_notebook(make_notebook(None, cells), 60, 120, max_output_bytes=16 * 1024)
+        record = session.cells.run(make_notebook(None, cells), 60, 120, max_output_bytes=16 * 1024)
     first, second = record.notebook.cells
     kept = "".join(output.get("text", "") for output in first.outputs)
     assert len(kept) < 17 * 1024 and "output truncated by the grader" in kept

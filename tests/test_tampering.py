@@ -192,7 +192,7 @@ def test_instrumentation_has_no_wrapped_attribute_but_keeps_signatures(kernel: H
     """`model.generate.__wrapped__` and `inspect.unwrap` do not reach the uninstrumented generate; what
     `inspect.signature` reads is the original's (Optimum's ONNX export reads forward's parameters)."""
     assert kernel.call("honest", [model(model_spec("gpt2")), tokenizer("gpt2"), literal("Hi"), literal(2)]).ok
-    reply = kernel.session.request(
+    reply = kernel.session.channel.request(
         "import inspect\n"
         "from transformers import GPT2LMHeadModel\n"
         "from transformers.generation.utils import GenerationMixin as _G\n"

@@ -88,7 +88,7 @@ def taken(supply: KernelSupply) -> Iterator[KernelSession]:
 def probe(supply: KernelSupply) -> tuple[str, dict]:
     with taken(supply) as session:
         notebook = make_notebook(None, [("code", FRAMES), ("code", PROBE)])
-        record = session.run_notebook(notebook, 120, 240)
+        record = session.cells.run(notebook, 120, 240)
         assert record.problems == (), record.problems
         return session.mode, json.loads(notebook.cells[1].outputs[-1]["text"])
 
@@ -142,11 +142,11 @@ def test_a_forked_kernel_is_interrupted_and_stopped_like_a_launched_one(forked: 
     with taken(forked) as session:
         session.interrupt_grace_s = 3
         notebook = make_notebook(None, [("code", "x = 41"), ("code", "while True:\n    pass"), ("code", "print(x + 1)")])
-        record = session.run_notebook(notebook, cell_timeout_s=3, notebook_timeout_s=60)
+        record = session.cells.run(notebook, cell_timeout_s=3, notebook_timeout_s=60)
         assert [(p.cell_index, p.kind) for p in record.problems] == [(1, "timeout")]
         assert notebook.cells[2].outputs[0]["text"] == "42\n"
         stubborn = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
-        record = session.run_notebook(make_notebook(None, [("code", stubborn), ("code", "print(1)")]), 3, 60)
+        record = session.cells.run(make_notebook(None, [("code", stubborn), ("code", "print(1)")]), 3, 60)
         assert [p.kind for p in record.problems] == ["timeout", "not-run"]
         assert not session.alive
 
@@ -161,7 +161,7 @@ def test_the_workers_of_a_run_fork_their_kernels_from_its_one_template(grader: G
             supply = KernelSupply(two_threads, warm=False, sandbox=grader.sandbox, shared=template.address)
             with taken(supply) as session:
                 notebook = make_notebook(None, [("code", "print(6 * 7)")])
-                assert session.run_notebook(notebook, 30, 60).problems == ()
+                assert session.cells.run(notebook, 30, 60).problems == ()
                 assert notebook.cells[0].outputs[0]["text"] == "42\n"
                 assert session.root_pid is not None
                 parents.append(psutil.Process(session.root_pid).ppid())  # the kernel's watcher: the template's child
@@ -182,7 +182,7 @@ def test_a_worker_whose_run_template_is_gone_launches_its_kernels_and_says_why(g
     try:
         with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
-            assert session.run_notebook(notebook, 30, 60).problems == ()
+            assert session.cells.run(notebook, 30, 60).problems == ()
         assert session.mode == "launched"
         assert supply.why_launched == "the kernel template could not start: it ended before it was ready"
     finally:
@@ -198,7 +198,7 @@ def test_a_worker_is_told_why_the_runs_template_ended(grader: Grader) -> None:
         supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, shared=template.address)
         try:
             with taken(supply) as session:
-                assert session.run_notebook(make_notebook(None, [("code", "print(6 * 7)")]), 30, 60).problems == ()
+                assert session.cells.run(make_notebook(None, [("code", "print(6 * 7)")]), 30, 60).problems == ()
             assert session.mode == "launched"
             assert supply.why_launched == (
                 "the kernel template could not start: importing what kernels import failed: "
@@ -216,7 +216,7 @@ def test_a_template_that_cannot_start_falls_back_to_launching_and_says_why(grade
     try:
         with taken(supply) as session:
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
-            assert session.run_notebook(notebook, 30, 60).problems == ()
+            assert session.cells.run(notebook, 30, 60).problems == ()
             assert notebook.cells[0].outputs[0]["text"] == "42\n"
         assert session.mode == "launched"
         assert "could not start" in (supply.why_launched or "") and "no_such_module_x" in (supply.why_launched or "")

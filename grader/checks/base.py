@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from grader.grading.reference import ReferenceModels
     from grader.grading.replay import ReferenceFunctions
     from grader.grading.rubric import CheckSpec, Rubric
-    from grader.kernel.session import ExecutionRecord
+    from grader.kernel.cells import ExecutionRecord
 
 T = TypeVar("T")
 

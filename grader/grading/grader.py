@@ -30,12 +30,12 @@ from grader.grading.replay import NotRecorded, ReferenceFunctions, ReferenceSide
 from grader.grading.rubric import CheckSpec
 from grader.grading.scoring import check_result, points_not_graded, points_text, withheld_if_tampered
 from grader.grading.settings import GradingSettings
+from grader.kernel.cells import ExecutionRecord
 from grader.kernel.harness import Harness
 from grader.kernel.sandbox import (
     KERNEL_START_PREFIX,
     kernel_start_text,
 )
-from grader.kernel.session import ExecutionRecord
 from grader.kernel.supply import KernelSupply
 from grader.kernel.workdir import populate_workdir
 from grader.reports.figures import displayed_figures
@@ -184,7 +184,7 @@ class Grader:
                     kernel_problem = (
                         f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
                     )
-                execution = session.run_notebook(
+                execution = session.cells.run(
                     notebook, limits.cell_timeout_s, limits.notebook_timeout_s, limits.max_output_kib * 1024
                 )
                 if not session.alive:

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from grader.kernel.channel import KernelReply
 from grader.kernel.evidence import (
     Measured,
     altered_message,
@@ -51,7 +52,7 @@ from grader.kernel.protocol import (
     TokenizerRecipe,
 )
 from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
-from grader.kernel.session import KernelReply, KernelSession
+from grader.kernel.session import KernelSession
 from grader.kernel.values import bounded, decode
 
 RUNTIME_SOURCE = Path(__file__).with_name("runtime.py")
@@ -218,7 +219,7 @@ class Harness:
             "exec(compile(source, '<llm-grader-runtime>', 'exec'), __import__('sys').modules[name].__dict__)"
             f"))({source!r}, {self.module_name!r})"
         )
-        reply = self.session.request(bootstrap, channel="-", timeout_s=timeout_s)
+        reply = self.session.channel.request(bootstrap, channel="-", timeout_s=timeout_s)
         if reply.status != "ok":
             return self._failed(reply, "loading the grader's runtime into the kernel")
         settings = dict(settings or {})
@@ -237,7 +238,7 @@ class Harness:
         names = {"__name__": "_llm_grader_probe", "MODULE": self.module_name, "CHANNEL": channel}
         source = PROBE_SOURCE.read_text(encoding="utf-8")
         code = f"exec(compile({source!r}, '<llm-grader-probe>', 'exec'), {names!r})"
-        reply = self.session.request(code, channel=channel, timeout_s=timeout_s)
+        reply = self.session.channel.request(code, channel=channel, timeout_s=timeout_s)
         if reply.status in ("timeout", "dead"):
             return None  # no answer at all (a kernel still busy, or gone): evidence neither way
         try:
@@ -385,10 +386,10 @@ class Harness:
             sent["pace_s"] = 0.0 if served else (pace_s := self._pause_length(pace_s)())
         code = f"__import__('sys').modules[{self.module_name!r}].run({json.dumps(sent)!r})"
         if request["op"] not in ("call", "generate"):
-            return self._answer(request, self.session.request(code, channel=channel, timeout_s=timeout), timeout)
+            return self._answer(request, self.session.channel.request(code, channel=channel, timeout_s=timeout), timeout)
         cpu_before = self.session.cpu_seconds()
-        with self.session.sample_cpu() as sampler, self.session.serve_pauses(self._pause_length(pace_s)) as pauses:
-            reply = self.session.request(code, channel=channel, timeout_s=timeout)
+        with self.session.sample_cpu() as sampler, self.session.channel.serve_pauses(self._pause_length(pace_s)) as pauses:
+            reply = self.session.channel.request(code, channel=channel, timeout_s=timeout)
         outcome = self._answer(request, reply, timeout)
         if outcome.status not in ("returned", "raised"):
             return outcome

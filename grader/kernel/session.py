@@ -1,10 +1,11 @@
-"""Run a notebook in a fresh kernel and keep what happened.
+"""A kernel for one submission, from start to shutdown.
 
-One :class:`KernelSession` per submission: a private kernelspec pinned to this interpreter,
-IPC transport, a temporary working copy as the working directory, stdin off. Cells run one at
-a time through nbclient, past errors and past timed-out cells (interrupted, then the kernel
-must answer again within a grace period or it is stopped). The session stays open after the
-notebook has run so that the harness can call the student's functions in the same kernel.
+One :class:`KernelSession` per submission: a private kernelspec pinned to this interpreter, IPC
+transport, a temporary working copy as the working directory, stdin off, started through the sandbox
+(launched, or forked from a template). It owns the kernel's process and its life; what runs in it goes
+through its two parts: ``session.cells`` runs the notebook (:mod:`grader.kernel.cells`) and
+``session.channel`` carries the harness's requests (:mod:`grader.kernel.channel`). The session stays
+open after the notebook has run so that the harness can call the student's functions in the same kernel.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 import nbformat
 import psutil
@@ -28,29 +27,20 @@ import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.utils import run_sync
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader import scratch
 from grader.errors import KernelError
-from grader.facts import CellProblem
-from grader.kernel.measure import CpuSampler, PauseServer
+from grader.kernel.cells import CellRunner
+from grader.kernel.channel import RequestChannel
+from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient
+from grader.kernel.measure import CpuSampler
 from grader.kernel.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 from grader.kernel.templates import ZOO_VIEW, TemplateClient, zoo_viewed_env
 
 LaunchMode = Literal["forked", "launched"]
 
 KERNEL_NAME = "llm-grader-python"
-MAX_TRACEBACK_CHARS = 20_000
-MAX_REQUEST_STDOUT = 64 * 1024  # characters of a grading request's stray output kept
 MAX_MESSAGE_BYTES = 64 * 1024**2  # the largest message the grader accepts from a kernel (outputs, answers)
-TIMEOUT_ENAME = "CellTimeoutError"
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def strip_ansi(text: str) -> str:
-    """Text without the terminal colour codes IPython puts in tracebacks."""
-    return ANSI_ESCAPE.sub("", text)
 
 
 def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str = sys.platform) -> dict[str, str]:
@@ -65,92 +55,6 @@ def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str
     if namespaced or (sandbox is not None and not platform.startswith("win")):
         return {"transport": "ipc", "ip": str(sockets / "kernel")}
     return {"transport": "tcp", "ip": "127.0.0.1"}
-
-
-@dataclass(frozen=True)
-class ExecutionRecord:
-    """What running the notebook did: the executed notebook and every cell problem."""
-
-    notebook: Any  # nbformat.NotebookNode, outputs included
-    problems: tuple[CellProblem, ...]
-    duration_s: float
-    cells_run: int
-    kernel_alive: bool
-    notebook_timed_out: bool = False
-
-
-@dataclass(frozen=True)
-class KernelReply:
-    """The messages one harness request produced, filtered to that request."""
-
-    payload: str | None
-    status: str  # "ok", "error", "timeout", "dead"
-    stdout: str = ""
-    error: dict[str, Any] = field(default_factory=dict)
-    duration_s: float = 0.0
-
-
-class BoundedNotebookClient(NotebookClient):
-    """A notebook client that keeps at most ``max_output_bytes`` of a notebook's outputs.
-
-    Past the budget, outputs are dropped (the first one cut to fit) and one note says so, so a
-    notebook printing gigabytes costs the grader neither memory nor a huge report. Errors are
-    always kept (their tracebacks cut), since they explain lost points.
-    """
-
-    max_output_bytes: int | None = None
-    kept_bytes = 0
-    truncated = False
-
-    def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
-        """Keep the output if the budget allows, else drop it (saying so once)."""
-        limit = self.max_output_bytes
-        kind = msg.get("msg_type")
-        content = msg.get("content", {})
-        if kind == "error":
-            content["traceback"] = _cut_traceback(content.get("traceback", []))
-            return super().output(outs, msg, display_id, cell_index)
-        if limit is None:
-            return super().output(outs, msg, display_id, cell_index)
-        size = _output_size(content)
-        if self.kept_bytes + size <= limit:
-            self.kept_bytes += size
-            return super().output(outs, msg, display_id, cell_index)
-        if self.truncated:
-            return None
-        self.truncated = True
-        room = limit - self.kept_bytes
-        if kind == "stream" and room > 0:
-            content["text"] = str(content.get("text", ""))[:room]
-            super().output(outs, msg, display_id, cell_index)
-        self.kept_bytes = limit
-        note = nbformat.v4.new_output(
-            "stream",
-            name="stderr",
-            text=f"\n[output truncated by the grader: the notebook's outputs passed {limit // 1024} KiB; the rest was not kept]\n",
-        )
-        outs.append(note)
-        return note
-
-
-def _output_size(content: Mapping[str, Any]) -> int:
-    """Characters an output carries (text, or every representation of a display)."""
-    if "text" in content:
-        return len(str(content["text"]))
-    data = content.get("data", {})
-    return sum(len(value) if isinstance(value, str) else len(json.dumps(value)) for value in data.values())
-
-
-def _cut_traceback(lines: list[str]) -> list[str]:
-    kept: list[str] = []
-    total = 0
-    for line in lines if isinstance(lines, list) else []:
-        total += len(line)
-        if total > MAX_TRACEBACK_CHARS:
-            kept.append("[traceback cut by the grader]")
-            break
-        kept.append(line)
-    return kept
 
 
 class KernelSession:
@@ -193,6 +97,8 @@ class KernelSession:
         # opened before the kernel starts (None where FIFOs cannot be made: the runtime then sleeps its pacing).
         self.pause_paths: tuple[str, str] | None = None
         self._pause_fds: tuple[int, int] | None = None
+        self.cells = CellRunner(self)
+        self.channel = RequestChannel(self)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -304,10 +210,6 @@ class KernelSession:
         self.pause_paths = (str(paths[0]), str(paths[1]))
         return paths
 
-    def serve_pauses(self, draw: Callable[[], float]) -> PauseServer:
-        """A server of the runtime's pauses, each ``draw()`` seconds long, while a request runs (a context manager)."""
-        return PauseServer(self._pause_fds, draw)
-
     def _sandboxed(
         self, argv: list[str], env: dict[str, str], sandbox: SandboxPolicy, owned: tuple[Path, ...], given: Path
     ) -> list[str]:
@@ -341,6 +243,11 @@ class KernelSession:
             return self.template.client_argv(policy, argv, self._runtime_dir / "watcher.pid")
         return launcher_argv(policy, argv)
 
+    @property
+    def pause_fds(self) -> tuple[int, int] | None:
+        """The grader's ends of the pause FIFOs (request, reply), or None where there are none."""
+        return self._pause_fds
+
     def limit_memory(self, limit_bytes: int) -> None:
         """Stop the kernel when its processes use more than ``limit_bytes`` (from now on)."""
         if self.resource_watch is not None:
@@ -355,7 +262,7 @@ class KernelSession:
         """Wait until the launched kernel answers (at most ``startup_timeout`` seconds)."""
         if self._connected:
             return self
-        client = self._require_client()
+        client = self.client()
         client.startup_timeout = int(self.startup_timeout)
         try:
             client.start_new_kernel_client()
@@ -459,7 +366,8 @@ class KernelSession:
         except Exception:
             return False
 
-    def _mark_dead(self, reason: str) -> None:
+    def mark_dead(self, reason: str) -> None:
+        """Stop the kernel, saying why (or the resource watch's reason, where it stopped it): later calls get that."""
         if self.stopped_by_watch and self.resource_watch is not None:
             reason = self.resource_watch.message
         self.dead_reason = reason
@@ -467,88 +375,9 @@ class KernelSession:
             with contextlib.suppress(Exception):
                 run_sync(self._km.shutdown_kernel)(now=True)
 
-    # ---------------------------------------------------------------- notebook
-
-    def run_notebook(
-        self, notebook: Any, cell_timeout_s: float, notebook_timeout_s: float, max_output_bytes: int | None = None
-    ) -> ExecutionRecord:
-        """Run every code cell in order, past errors and timeouts, within the notebook's budget
-        (keeping at most ``max_output_bytes`` of outputs)."""
-        client = self._require_client()
-        client.nb = notebook
-        client.max_output_bytes = max_output_bytes
-        problems: list[CellProblem] = []
-        timed_out_cells: set[int] = set()
-
-        def on_cell_error(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
-            if execute_reply.get("content", {}).get("ename") == TIMEOUT_ENAME:
-                timed_out_cells.add(cell_index)
-
-        client.on_cell_error = on_cell_error
-        started = time.monotonic()
-        deadline = started + notebook_timeout_s
-        cells_run = 0
-        notebook_timed_out = False
-        code_cells = [(i, cell) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-        for position, (index, cell) in enumerate(code_cells):
-            remaining = deadline - time.monotonic()
-            if remaining < 1:
-                notebook_timed_out = True
-                problems.append(_not_run(code_cells[position:], f"the notebook ran out of its {notebook_timeout_s:.0f} s"))
-                break
-            if not self.alive:
-                problems.append(_not_run(code_cells[position:], "the kernel had stopped"))
-                break
-            budget = min(cell_timeout_s, remaining)
-            client.timeout = max(1, int(budget))
-            try:
-                client.execute_cell(cell, index)
-                cells_run += 1
-            except (DeadKernelError, KeyError, RuntimeError, ValueError) as error:
-                # A KeyError, RuntimeError or ValueError (jupyter_client's "Duplicate Signature",
-                # "Invalid Signature") here comes from the kernel's messages: a notebook that
-                # replaced json.dumps or the kernel's session breaks Jupyter's protocol.
-                self._mark_dead(_death(index, error))
-                problems.append(CellProblem(index, "kernel-died", _death_message(self, error), source=cell.source))
-                problems.append(_not_run(code_cells[position + 1 :], "the kernel had died"))
-                break
-            except CellTimeoutError as error:  # raised only if the interrupt path itself fails
-                timed_out_cells.add(index)
-                problems.append(CellProblem(index, "timeout", str(error), source=cell.source))
-            if index in timed_out_cells:
-                ran_out = budget < cell_timeout_s
-                limit = (
-                    f"the notebook's remaining time ({budget:.0f} s)" if ran_out else f"the {cell_timeout_s:.0f} s per-cell limit"
-                )
-                problems.append(
-                    CellProblem(
-                        index,
-                        "timeout",
-                        f"This cell was still running after {limit} and was interrupted.",
-                        source=cell.source,
-                    )
-                )
-                if not self._answers_within(self.interrupt_grace_s):
-                    self._mark_dead(f"the kernel did not stop after cell {index + 1} was interrupted")
-                    problems.append(_not_run(code_cells[position + 1 :], "the kernel ignored the interrupt and was stopped"))
-                    break
-                if ran_out:
-                    notebook_timed_out = True
-            else:
-                problems.extend(_cell_errors(index, cell))
-        problems = [problem for problem in problems if problem.kind != "not-run" or problem.message]
-        return ExecutionRecord(
-            notebook=notebook,
-            problems=tuple(problems),
-            duration_s=time.monotonic() - started,
-            cells_run=cells_run,
-            kernel_alive=self.alive,
-            notebook_timed_out=notebook_timed_out,
-        )
-
-    def _answers_within(self, seconds: float) -> bool:
+    def answers_within(self, seconds: float) -> bool:
         """Whether the kernel answers a kernel_info request within ``seconds`` (not stuck)."""
-        client = self._require_client()
+        client = self.client()
 
         async def ask() -> bool:
             kc = client.kc
@@ -569,129 +398,18 @@ class KernelSession:
         except Exception:
             return False
 
-    # ---------------------------------------------------------------- harness requests
-
-    def request(self, code: str, channel: str, timeout_s: float) -> KernelReply:
-        """Run ``code`` silently and collect the payload published on ``channel``.
-
-        On timeout the kernel is interrupted; if it does not answer within the grace period
-        it is stopped, and the session is dead for later requests.
-        """
-        if not self.alive:
-            return KernelReply(None, "dead", error={"message": self.dead_reason or "the kernel is not running"})
-        client = self._require_client()
-        started = time.monotonic()
-
-        async def exchange() -> KernelReply:
-            kc = client.kc
-            assert kc is not None
-            msg_id = kc.execute(code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
-            payload: str | None = None
-            stdout: list[str] = []
-            error: dict[str, Any] = {}
-            deadline = started + timeout_s
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return KernelReply(payload, "timeout", "".join(stdout), error, time.monotonic() - started)
-                try:
-                    message = await kc.iopub_channel.get_msg(timeout=min(1.0, remaining))
-                except Exception:
-                    if not await self._km_alive():
-                        return KernelReply(payload, "dead", "".join(stdout), error, time.monotonic() - started)
-                    continue
-                if message["parent_header"].get("msg_id") != msg_id:
-                    continue
-                kind = message["msg_type"]
-                content = message["content"]
-                if kind == "display_data" and channel in content.get("data", {}):
-                    payload = content["data"][channel]
-                elif kind == "stream" and sum(map(len, stdout)) < MAX_REQUEST_STDOUT:
-                    stdout.append(str(content.get("text", ""))[:MAX_REQUEST_STDOUT])
-                elif kind == "error":
-                    error = {
-                        "ename": content.get("ename", ""),
-                        "evalue": content.get("evalue", ""),
-                        "traceback": strip_ansi("\n".join(content.get("traceback", []))),
-                    }
-                elif kind == "status" and content.get("execution_state") == "idle":
-                    status = "error" if error else "ok"
-                    return KernelReply(payload, status, "".join(stdout), error, time.monotonic() - started)
-
-        try:
-            reply = run_sync(exchange)()
-        except Exception as error:  # a kernel that broke Jupyter's protocol (see run_notebook)
-            self._mark_dead(f"the kernel stopped speaking Jupyter's protocol during a grading call ({_what(error)})")
-            return KernelReply(None, "dead", error={"message": self.dead_reason or ""})
-        if reply.status == "timeout":
-            self._interrupt()
-            if not self._answers_within(self.interrupt_grace_s):
-                self._mark_dead("the kernel did not stop after a grading call was interrupted")
-        elif reply.status == "dead":
-            self._mark_dead("the kernel died during a grading call")
-        return reply
-
-    async def _km_alive(self) -> bool:
+    async def km_alive(self) -> bool:
+        """Whether the kernel process lives (asked from within the event loop of a request)."""
         return self._km is not None and bool(await self._km.is_alive())
 
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
+        """Interrupt what the kernel runs (SIGINT, or the kernel's interrupt request)."""
         if self._km is not None:
             with contextlib.suppress(Exception):
                 run_sync(self._km.interrupt_kernel)()
 
-    def _require_client(self) -> BoundedNotebookClient:
+    def client(self) -> BoundedNotebookClient:
+        """The notebook client connected to this kernel (its cells and requests go through it)."""
         if self._client is None:
             raise KernelError("the kernel session was used before it started")
         return self._client
-
-
-def _what(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _death(index: int, error: BaseException) -> str:
-    if isinstance(error, DeadKernelError):
-        return f"the kernel died while running cell {index + 1}"
-    return f"the kernel stopped speaking Jupyter's protocol in cell {index + 1} ({_what(error)})"
-
-
-def _death_message(session: KernelSession, error: BaseException) -> str:
-    """What the student is told about a kernel that died in a cell."""
-    if session.stopped_by_watch and session.resource_watch is not None:
-        return f"While this cell ran, {session.resource_watch.message}. Later cells did not run."
-    if isinstance(error, DeadKernelError):
-        return (
-            "The kernel died while this cell ran (the process exited or crashed, for example out of memory). "
-            "Later cells did not run."
-        )
-    return (
-        "The kernel stopped answering in Jupyter's protocol while this cell ran (did the notebook replace "
-        f"json, the kernel's session or its sockets? {_what(error)}); it was stopped and later cells did not run."
-    )
-
-
-def _not_run(cells: list[tuple[int, Any]], reason: str) -> CellProblem:
-    """One problem summarising the cells that never ran."""
-    if not cells:
-        return CellProblem(-1, "not-run", "")
-    numbers = ", ".join(str(index + 1) for index, _ in cells)
-    plural = "s" if len(cells) > 1 else ""
-    return CellProblem(cells[0][0], "not-run", f"Cell{plural} {numbers} did not run: {reason}.")
-
-
-def _cell_errors(index: int, cell: Any) -> list[CellProblem]:
-    """The error outputs a cell produced."""
-    problems = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            message = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
-            problems.append(
-                CellProblem(
-                    index,
-                    "error",
-                    message,
-                    traceback=strip_ansi("\n".join(output.get("traceback", []))),
-                    source=cell.source,
-                )
-            )
-    return problems
