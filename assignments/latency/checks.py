@@ -19,7 +19,15 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, failed_call
+from grader.checks.base import (
+    CheckContext,
+    StopCheck,
+    TargetParams,
+    Verdict,
+    check_kind,
+    expect_shape,
+    failed_call,
+)
 from grader.checks.shapes import ANY, FRAME, MODEL, STRING, TOKENIZER, instance, items, keyed_by, keys
 from grader.checks.timing import (
     LatencyTolerance,
@@ -46,10 +54,9 @@ TIMING_GUIDANCE = "do one untimed warm-up generate, then time only the timed mod
 # --------------------------------------------------------------------------------------
 
 
-class PrecisionParams(Params):
+class PrecisionParams(TargetParams):
     """How resolve_precision is called: spellings drawn at grading time, and devices."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     float32: list[str] = Field(["FLOAT32", "Float32", "float32", "fLoAt32"], min_length=1, description="Spellings of float32.")
     float16: list[str] = Field(["FLOAT16", "Float16", "float16", "FlOaT16"], min_length=1, description="Spellings of float16.")
     draws: int = Field(2, ge=1, description="How many spellings are drawn per call kind.")
@@ -154,10 +161,9 @@ def precision_cpu_fallback(context: CheckContext, params: PrecisionParams) -> Ve
 # --------------------------------------------------------------------------------------
 
 
-class LoaderParams(Params):
+class LoaderParams(TargetParams):
     """How the loader is called: candidates with missing ids, and the model it should load."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     model_id: str = Field("distilgpt2", description="The id that loads (for fallthrough and same_id).")
     precision: str = Field("float32", description="The precision passed.")
     missing_prefix: str = Field("course-staff/no-such-model", description="Prefix of the hidden ids that do not exist.")
@@ -244,11 +250,10 @@ def latency_loader_model(context: CheckContext, params: LoaderParams) -> Verdict
 METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
 
 
-class MeasureParams(LatencyTolerance):
+class MeasureParams(LatencyTolerance, TargetParams):
     """Hidden calls of measure_generation, paced so that a timer around other work shows."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
     tokens: list[int] = Field([20, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     use_cache: bool = Field(False, description="use_cache for the drawn prompt (the other call uses the default, True).")
@@ -383,11 +388,10 @@ def _earlier_calls(events: list[GenerateEvent]) -> str:
 SWEEP_COLUMNS = ("prompt_tokens", "latency_s", "tokens_per_s", "ms_per_token")
 
 
-class SweepParams(Params):
+class SweepParams(TargetParams):
     """A hidden prompt-length sweep: base text, target lengths and settings drawn at grading time."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field("measure_generation", description="The student's measuring function.")
     base_texts: list[str] = Field(min_length=1, description="Hidden base texts; one is drawn.")
     lengths: list[list[int]] = Field(
@@ -572,11 +576,10 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
 # --------------------------------------------------------------------------------------
 
 
-class PrecisionSweepParams(Params):
+class PrecisionSweepParams(TargetParams):
     """A hidden precision sweep."""
 
     model: str = Field("gpt2", description="The one candidate passed.")
-    function: str = Field(description=TARGET_FUNCTION)
     precisions: list[str] = Field(["float32", "float16"], min_length=1, description="Precisions passed.")
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn.")
     tokens: list[int] = Field([8, 16], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, Verdict, check_kind, first_failure
+from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, first_failure
 from grader.checks.identity import other_model
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
@@ -41,11 +41,10 @@ from .checks import (
 )
 
 
-class PromptParams(Params):
+class PromptParams(TargetParams):
     """Hidden base texts and targets for build_prompt."""
 
     model: str = Field("gpt2", description="Hub ID of the tokenizer.")
-    function: str = Field(description=TARGET_FUNCTION)
     base_texts: list[str] = Field(min_length=1, description="Hidden base texts; some are drawn.")
     targets: list[int] = Field([60, 300], min_length=2, max_length=2, description="Range [low, high] of target token counts.")
     cases: int = Field(3, ge=1, description="How many (base text, target) cases are drawn.")
@@ -97,10 +96,9 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
     return Verdict.passed(f"{params.function} reaches the target token count on {len(bases)} hidden base texts.")
 
 
-class InvalidPrecisionParams(Params):
+class InvalidPrecisionParams(TargetParams):
     """Values resolve_precision must reject, drawn at grading time."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     invalid: list[str] = Field(
         ["float64", "int8", "float8", "int4", "double", "fp64"],
         min_length=1,

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, StopCheck, Verdict, check_kind, expect_shape
+from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind, expect_shape
 from grader.checks.loss import (
     CorpusParams,
     draw_corpus,
@@ -176,11 +176,10 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
 # --------------------------------------------------------------------------------------
 
 
-class TimingParams(LatencyTolerance):
+class TimingParams(LatencyTolerance, TargetParams):
     """Hidden calls that check time_generation against the instrumented generate call."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
     tokens: list[int] = Field([24, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from grader.checks.base import (
-    TARGET_FUNCTION,
     CheckContext,
     Params,
     StopCheck,
+    TargetParams,
     Verdict,
     check_kind,
     expect_shape,
@@ -49,7 +49,7 @@ MB = 1024**2
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
 
 
-class MemoryParams(Params):
+class MemoryParams(TargetParams):
     """Which model the student's function measures (a hidden check draws it from lists at grading time)."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
@@ -63,7 +63,6 @@ class MemoryParams(Params):
     dtypes: list[Dtype] = Field(
         default_factory=list, description="If given, the dtype is drawn from these at grading time (instead of dtype)."
     )
-    function: str = Field(description=TARGET_FUNCTION)
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
 
@@ -144,11 +143,10 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
 # --------------------------------------------------------------------------------------
 
 
-class GenerateParams(Params):
+class GenerateParams(TargetParams):
     """How the student's generate-and-time function is called."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     prompt: str = Field("The capital of France is", description="The prompt passed.")
     max_new_tokens: int = Field(20, ge=1, description="max_new_tokens passed.")
 

@@ -12,7 +12,7 @@ import statistics
 
 from pydantic import Field
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, Verdict, check_kind, expect_type, failed_call, number
+from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timing import (
     LatencyTolerance,
     call_timed,
@@ -31,11 +31,10 @@ from .checks import (
 )
 
 
-class LatencyParams(LatencyTolerance):
+class LatencyParams(LatencyTolerance, TargetParams):
     """Hidden calls that check the reported latency against the instrumented generate call."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn per call at grading time.")
     short_tokens: list[int] = Field(
         [4, 8], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the short call."

@@ -24,10 +24,9 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import (
-    TARGET_FUNCTION,
     CheckContext,
-    Params,
     StopCheck,
+    TargetParams,
     Verdict,
     check_kind,
     expect_shape,
@@ -118,10 +117,9 @@ def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, An
 # --------------------------------------------------------------------------------------
 
 
-class MeasureParams(PromptsParams):
+class MeasureParams(PromptsParams, TargetParams):
     """Hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     use_cache: bool = Field(False, description="use_cache passed (the default is True).")
 
 
@@ -176,10 +174,9 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
 # --------------------------------------------------------------------------------------
 
 
-class PtqParams(Params):
+class PtqParams(TargetParams):
     """How the PTQ function is called and judged."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     model: str = Field("gpt2", description="Hub ID passed.")
     prompt: str = Field("The capital of France is", description="Prompt the quantized model must continue.")
     max_new_tokens: int = Field(8, ge=1, description="Tokens generated from the quantized model.")
@@ -329,10 +326,9 @@ def setting_key(use_cache: bool, side: str) -> str:
     return f"use_cache={use_cache},padding={side}"
 
 
-class AblationParams(PromptsParams):
+class AblationParams(PromptsParams, TargetParams):
     """A hidden ablation call."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (what it generates is its own check's)."
     )
@@ -528,10 +524,9 @@ def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
 BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
 
 
-class BatchParams(PromptsParams):
+class BatchParams(PromptsParams, TargetParams):
     """A hidden batching call."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
     )
@@ -807,7 +802,6 @@ def batches_asked_throughput(
 class PpxParams(CorpusParams):
     """compare_ppplx on a hidden corpus with the baseline model and an INT8 ONNX model the grader quantizes."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     rel_tolerance: float = Field(
         1e-4, gt=0, lt=0.01, description="Relative tolerance of the baseline loss and of ppx = exp(loss)."
     )
@@ -982,10 +976,9 @@ def ppx_quantized(context: CheckContext, params: PpxParams) -> Verdict:
 EDGE_KINDS = ("very short", "very long", "multi-line", "repetitive")
 
 
-class EdgeParams(LatencyTolerance):
+class EdgeParams(LatencyTolerance, TargetParams):
     """How the edge prompts are probed and told apart, and how far their metrics may be from their generate calls."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
     )
@@ -1205,10 +1198,9 @@ def _edge_unmatched(params: EdgeParams, outcome: CallOutcome, max_new_tokens: in
 TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
 
 
-class ControllerParams(LatencyTolerance):
+class ControllerParams(LatencyTolerance, TargetParams):
     """A hidden run of the whole exercise (the tolerance: a table latency against a generate call of the run)."""
 
-    function: str = Field(description=TARGET_FUNCTION)
     table_function: str = Field("build_results_table", description="The student's function that builds the table.")
     model: str = Field("gpt2", description="Model id passed.")
     batch_sizes: list[list[int]] = Field([[1, 2], [3, 5]], min_length=2, description="Ranges the batch sizes are drawn from.")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from grader.checks.shapes import ANY, Shape, shape_problem
 from grader.facts import GradedBy, Outcome
@@ -95,6 +95,12 @@ class Params(BaseModel):
     """Base of every check kind's params: strict, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class TargetParams(Params):
+    """Params of a check that calls a student function (``function``, filled in from the rubric's target)."""
+
+    function: str = Field(description=TARGET_FUNCTION)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,15 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import TARGET_FUNCTION, CheckContext, Params, StopCheck, Verdict, check_kind, expect_shape, number
+from grader.checks.base import (
+    CheckContext,
+    StopCheck,
+    TargetParams,
+    Verdict,
+    check_kind,
+    expect_shape,
+    number,
+)
 from grader.checks.identity import other_model
 from grader.checks.shapes import MODEL, TOKENIZER, items
 from grader.grading.replay import reference_side
@@ -29,12 +37,11 @@ GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total
 # --------------------------------------------------------------------------------------
 
 
-class LoaderParams(Params):
+class LoaderParams(TargetParams):
     """How the student's loader is called and what is judged."""
 
     model_id: str = Field("gpt2", description="The model id passed.")
     precision: str | None = Field("float32", description="The precision passed (null: the loader takes only the id).")
-    function: str = Field(description=TARGET_FUNCTION)
     more_ids: list[str] = Field(
         default_factory=list,
         description="Further model ids the loader is called with (loader_same_id): a name hard-coded in the loader matches at most one.",
@@ -127,11 +134,10 @@ def loader_cpu_float32(context: CheckContext, params: LoaderParams) -> Verdict:
 # --------------------------------------------------------------------------------------
 
 
-class CorpusParams(Params):
+class CorpusParams(TargetParams):
     """The corpus evaluate_loss is called on: fixed public texts, or hidden ones drawn at grading time."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
-    function: str = Field(description=TARGET_FUNCTION)
     texts: list[str] = Field(default_factory=list, description="Public texts; empty means a hidden corpus is drawn.")
     batch_size: int = Field(4, ge=1, description="Batch size for the public texts.")
     corpus: str = Field("hidden", description="Name of the hidden corpus: checks naming the same corpus share its draw.")

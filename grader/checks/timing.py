@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, Params, StopCheck, Verdict, check_kind, number
+from grader.checks.base import CheckContext, Params, StopCheck, TargetParams, Verdict, check_kind, number
 from grader.kernel.evidence import generated_anything
 from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
@@ -276,7 +276,7 @@ def judge_synchronize(outcome: CallOutcome, function: str) -> Verdict:
     )
 
 
-class TimedGenerateParams(Params):
+class TimedGenerateParams(TargetParams):
     """How a function ``target(model, tokenizer, prompt, max_new_tokens, *more)`` that times a generate call is called."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
@@ -290,7 +290,7 @@ class TimedGenerateParams(Params):
 @check_kind("timed_generate_synchronize", TimedGenerateParams)
 def timed_generate_synchronize(context: CheckContext, params: TimedGenerateParams) -> Verdict:
     """On CUDA, the target calls torch.cuda.synchronize() before its timed (last) generate call and after it."""
-    function = context.check.target
+    function = params.function
     rng = context.rng_for(f"{context.check.id}:cuda")
     prompt, max_new_tokens = rng.choice(params.prompts), rng.randint(*params.tokens)
     more = [literal(value) for value in params.more]
