@@ -372,7 +372,7 @@ def _earlier_calls(events: list[GenerateEvent]) -> str:
         elif not generated_anything(event):
             described.append("one generated no token")
         else:
-            described.append(f"one ran a model on {event.get('model_device')} other than the timed one")
+            described.append(f"one ran a model on {event['model_device']} other than the timed one")
     return "; ".join(described)
 
 

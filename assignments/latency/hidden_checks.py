@@ -201,9 +201,9 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
             return wrong_inputs
         problems = []
         if timed["use_cache"] is not use_cache:
-            problems.append(f"use_cache={timed.get('use_cache')} instead of {use_cache}")
+            problems.append(f"use_cache={timed['use_cache']} instead of {use_cache}")
         if str(timed["input_device"]) != str(timed["model_device"]):
-            problems.append(f"the inputs are on {timed.get('input_device')} but the model is on {timed.get('model_device')}")
+            problems.append(f"the inputs are on {timed['input_device']} but the model is on {timed['model_device']}")
         if problems:
             return Verdict.failed(
                 f"In {measured.call}, the timed generate ran with {'; '.join(problems)}: pass the arguments through to model.generate "
@@ -232,11 +232,11 @@ def sweep_settings(context: CheckContext, params: SweepParams) -> Verdict:
     for event in _timed_per_prompt(outcome, min(lengths)):
         tokens = (event["input_shape"] or [0])[-1]
         if event["max_new_tokens"] != max_new_tokens:
-            problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event.get('max_new_tokens')}")
+            problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event['max_new_tokens']}")
         if event["use_cache"] is not params.use_cache:
             drops_cache = _measure_drops_use_cache(context, params) if drops_cache is None else drops_cache
             if not drops_cache:
-                problems.append(f"the {tokens}-token prompt ran with use_cache={event.get('use_cache')}")
+                problems.append(f"the {tokens}-token prompt ran with use_cache={event['use_cache']}")
     if problems:
         return Verdict.failed(
             f"Called with max_new_tokens={max_new_tokens} and use_cache={params.use_cache}, {'; '.join(problems)}: "

@@ -163,7 +163,7 @@ def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutc
     if latency >= covered * (1 - params.lower_rel) - params.lower_abs_s:
         return Verdict.failed(
             f"The reported latency ({number(latency, 's')}) includes tokenizing the prompt, not only the generate call "
-            f"({number(float(timed['duration_s']), 's')}; the grader slows each tokenizer call by {number(float(between[0].get('paced_s') or params.pace_s), 's')} "
+            f"({number(float(timed['duration_s']), 's')}; the grader slows each tokenizer call by {number(float(between[0]['paced_s'] or params.pace_s), 's')} "
             "to show it): tokenize and move the inputs before starting the timer.",
             expected=verdict.expected,
             found=verdict.found,
