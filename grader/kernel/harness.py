@@ -18,6 +18,7 @@ from typing import Any, Literal, cast, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from grader.kernel import runtime
 from grader.kernel.channel import KernelReply
 from grader.kernel.evidence import (
     Measured,
@@ -55,7 +56,6 @@ from grader.kernel.runtime import MAX_CAPTURE, MAX_EVENTS, MAX_IDS, MAX_STRING
 from grader.kernel.session import KernelSession
 from grader.kernel.values import bounded, decode
 
-RUNTIME_SOURCE = Path(__file__).with_name("runtime.py")
 PROBE_SOURCE = Path(__file__).with_name("integrity.py")
 # Each pause is the asked pacing times a factor drawn here, pause by pause, so that no notebook can subtract a
 # known constant: the grader serves the pauses (the kernel never learns a length but by timing its own wait, and
@@ -212,7 +212,7 @@ class Harness:
 
     def install(self, settings: dict[str, Any] | None = None, timeout_s: float = 120.0) -> CallOutcome:
         """Load the runtime into the kernel and instrument it (before the notebook runs)."""
-        source = RUNTIME_SOURCE.read_text(encoding="utf-8")
+        source = runtime.source()
         bootstrap = (
             "(lambda source, name: ("
             "__import__('sys').modules.__setitem__(name, __import__('types').ModuleType(name)), "

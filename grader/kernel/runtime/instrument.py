@@ -1,0 +1,571 @@
+"""Instrumentation: the records of every generate, forward pass, tokenizer call and synchronize.
+
+A part of the grader's runtime (see :mod:`grader.kernel.runtime`): in the kernel the parts are one module."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import math
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, which imports nothing of the grader
+    from grader.kernel.protocol import (
+        Event,
+        ForwardEvent,
+        GenerateEvent,
+        Setting,
+        SynchronizeEvent,
+        TokenizeEvent,
+    )
+    from grader.kernel.runtime.base import (
+        MAX_EVENTS,
+        MAX_IDS,
+        MAX_ROW_IDS,
+        MAX_ROWS,
+        _getpid,
+        _perf_counter,
+        _read,
+        _sleep,
+        _write,
+    )
+    from grader.kernel.runtime.install import _replace, _replaced_now
+    from grader.kernel.runtime.values import _type_name, linear_layers
+
+
+# --------------------------------------------------------------------------------------
+# Instrumentation
+# --------------------------------------------------------------------------------------
+
+
+def _wraps(original: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``functools.wraps`` without ``__wrapped__``: the uninstrumented original is not one attribute away
+    (``inspect.unwrap``, ``model.generate.__wrapped__``); a wrapper keeps it in its closure only."""
+
+    def decorate(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        functools.update_wrapper(wrapper, original)
+        vars(wrapper).pop("__wrapped__", None)
+        # What inspect.signature found through __wrapped__ (Optimum's ONNX export reads forward's parameters).
+        with contextlib.suppress(TypeError, ValueError):
+            wrapper.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+class Recorder:
+    """Where instrumentation events go: the current call's list, or the notebook's."""
+
+    def __init__(self) -> None:
+        self.notebook: list[Event] = []
+        self.notebook_dropped = 0
+        self.call: list[Event] | None = None
+        self.call_dropped = 0
+        self.generate_depth = 0
+        self.forward_depth = 0
+        self.forward_stack: list[Any] = []  # the models whose forward is running, innermost last
+        self.current_generate: GenerateEvent | None = None
+        self.tokenizer_depth = 0
+        self.clock_origin = _perf_counter()
+        # Pacing (asked per call): pause the first generate of each new prompt, and every tokenizer
+        # call, so that a timer around a warm-up or a tokenization shows. The grader serves each pause
+        # (see _pause): the kernel does not know how long it lasts. pace_s is the length slept here
+        # instead where the grader has no channel to this kernel (not POSIX).
+        self.paced = False
+        self.pace_s = 0.0
+        self.pauses = 0  # pauses asked during the current call, the last one's number
+        self.paced_prompts: set[tuple[Any, ...]] = set()
+
+    def now(self) -> float:
+        """Seconds since the runtime was installed (the clock of every event)."""
+        return _perf_counter() - self.clock_origin
+
+    def record(self, event: Event) -> None:
+        """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
+        if self.call is not None:
+            if len(self.call) < MAX_EVENTS:
+                self.call.append(event)
+            else:
+                self.call_dropped += 1
+        elif len(self.notebook) < MAX_EVENTS:
+            self.notebook.append(event)
+        else:
+            self.notebook_dropped += 1
+
+
+RECORDER = Recorder()
+# A serial number per model object: id() is reused once a model is deleted, a serial is not.
+MODEL_SERIALS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+SERIAL_COUNTER = itertools.count(1)
+
+
+def model_serial(model: Any) -> int:
+    """The serial number of ``model`` (assigned the first time it is seen)."""
+    try:
+        if model not in MODEL_SERIALS:
+            MODEL_SERIALS[model] = next(SERIAL_COUNTER)
+        return MODEL_SERIALS[model]
+    except TypeError:  # not weak-referenceable or not hashable
+        return 0
+
+
+QUANTIZATION_LABELS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def quantization_label(model: Any) -> str | None:
+    """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model (``"partial"`` if some layers were skipped), else None.
+
+    Read from the layers that loaded (see :func:`linear_layers`), not from ``is_loaded_in_8bit`` and
+    the config: a model whose every layer was skipped is a float model. Worked out once per model.
+    """
+    try:
+        if model in QUANTIZATION_LABELS:
+            return QUANTIZATION_LABELS[model]
+    except TypeError:  # not weak-referenceable or not hashable
+        pass
+    try:
+        layers = linear_layers(model)
+    except Exception:  # not a torch model
+        return None
+    label: str | None = None
+    if layers["int8"] and not layers["4bit"] and not layers["float"]:
+        label = "int8"
+    elif layers["4bit"] and not layers["int8"] and not layers["float"]:
+        label = layers["quant_types"][0] if len(layers["quant_types"]) == 1 else "4bit"
+    elif layers["int8"] or layers["4bit"]:
+        label = "partial"  # some linear layers skipped
+    with contextlib.suppress(TypeError):
+        QUANTIZATION_LABELS[model] = label
+    return label
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], *names: str) -> Any:
+    import torch
+
+    for name in names:
+        value = kwargs.get(name)
+        if isinstance(value, torch.Tensor):
+            return value
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _brief(value: Any) -> Any:
+    """A short JSON description of a keyword argument passed to generate."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    module = type(value).__module__ or ""
+    if module.startswith("torch") and hasattr(value, "shape"):
+        return {"tensor": list(value.shape), "dtype": str(value.dtype), "device": str(value.device)}
+    if type(value).__name__ == "GenerationConfig":
+        return {"generation_config": {k: _brief(v) for k, v in value.to_diff_dict().items()}}
+    return {"type": _type_name(value)}
+
+
+def _padding_side(attention_mask: Any) -> str | None:
+    """``"left"``/``"right"`` when some row of the mask is padded on that side, else None."""
+    if attention_mask is None or attention_mask.dim() != 2 or bool(attention_mask.all()):
+        return None
+    if bool((attention_mask[:, 0] == 0).any()):
+        return "left"
+    if bool((attention_mask[:, -1] == 0).any()):
+        return "right"
+    return None
+
+
+def _sequences(output: Any) -> Any:
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    return getattr(output, "sequences", None)
+
+
+def _new_token_counts(sequences: Any, prompt_length: int, eos_ids: list[int]) -> list[int]:
+    """Per row, tokens generated up to and including the first EOS (padding after it excluded)."""
+    counts = []
+    for row in sequences[:, prompt_length:].tolist():
+        count = len(row)
+        for position, token in enumerate(row):
+            if token in eos_ids:
+                count = position + 1
+                break
+        counts.append(count)
+    return counts
+
+
+def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    eos = kwargs.get("eos_token_id", getattr(config, "eos_token_id", None))
+    if eos is None:
+        return []
+    return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
+
+
+# The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them. Only the
+# kernel's own process asks (a process it forked records into a copy of the recorder the grader never reads).
+PAUSES: tuple[int, ...] = ()
+PAUSES_PID = 0
+# One pause asked at a time: the grader releases pauses in the order asked, with one byte each on one FIFO, so two
+# threads waiting at once could each take the other's release.
+PAUSE_LOCK = threading.Lock()
+
+
+def open_pauses(request: str, reply: str) -> None:
+    """Open the pause FIFOs at the paths the grader gave (at install: in this process only, see :func:`_pause`)."""
+    global PAUSES, PAUSES_PID
+    PAUSES = (os.open(request, os.O_WRONLY | os.O_CLOEXEC), os.open(reply, os.O_RDONLY | os.O_CLOEXEC))
+    PAUSES_PID = _getpid()
+
+
+def _pause(event: GenerateEvent | TokenizeEvent) -> None:
+    """Hold the kernel for a pacing pause, inside ``event``.
+
+    The grader serves the pause: the runtime writes the pause's number on the request FIFO and waits for the
+    grader's byte on the reply FIFO; the grader draws the length and records when it held the kernel, and
+    fills in the event's ``paced_s`` itself (grader/kernel/evidence.py). Nothing here knows the length. Without the
+    FIFOs (not POSIX), the runtime sleeps the ``pace_s`` the request gave and records it.
+    """
+    if not PAUSES or _getpid() != PAUSES_PID:
+        _sleep(RECORDER.pace_s)
+        event["paced_s"] = RECORDER.pace_s
+        return
+    with PAUSE_LOCK:
+        RECORDER.pauses += 1
+        event["pause"] = RECORDER.pauses
+        _write(PAUSES[0], b"%d\n" % RECORDER.pauses)
+        if not _read(PAUSES[1], 1):
+            raise RuntimeError("the grader's pacing channel closed")
+
+
+def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
+    @_wraps(original)
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if RECORDER.generate_depth:
+            return original(self, *args, **kwargs)
+        import torch
+
+        inputs = _first_tensor(args, kwargs, "input_ids", "inputs")
+        attention_mask = kwargs.get("attention_mask")
+        event: GenerateEvent = {
+            "type": "generate",
+            "model_id": id(self),
+            "model_serial": model_serial(self),
+            "model_quantization": quantization_label(self),
+            "model_type": _type_name(self),
+            "model_device": str(getattr(self, "device", "unknown")),
+            "model_dtype": str(getattr(self, "dtype", "unknown")),
+            "model_training": bool(getattr(self, "training", False)),
+            "grad_enabled": torch.is_grad_enabled(),
+            "kwargs": {k: _brief(v) for k, v in kwargs.items() if k not in ("input_ids", "inputs")},
+            "positional_args": len(args),
+            "input_shape": list(inputs.shape) if inputs is not None else None,
+            "input_device": str(inputs.device) if inputs is not None else None,
+            "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
+            "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
+            "rows": _unpadded_rows(inputs, attention_mask),
+            "forward_calls": 0,
+            "max_new_tokens": _effective_setting(self, kwargs, "max_new_tokens"),
+            "use_cache": _effective_setting(self, kwargs, "use_cache"),
+            "new_tokens_limit": _new_tokens_limit(self, kwargs, inputs),
+            "instrumentation_replaced": _replaced_now()[:8],
+            "decoding_loops": 0,
+            "start": 0.0,
+            "end": 0.0,
+            "duration_s": 0.0,
+            "error": None,
+            "output_shape": None,
+            "output_ids": None,
+            "new_tokens": None,
+            "pause": None,
+            "paced_s": None,
+        }
+        RECORDER.generate_depth += 1
+        outer = RECORDER.current_generate
+        RECORDER.current_generate = event
+        event["start"] = RECORDER.now()
+        try:
+            output = original(self, *args, **kwargs)
+            # Paced once per prompt, model and device, and only once a generate really produced
+            # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
+            # leaves the pacing to the timed call, where a timer shows it.
+            if RECORDER.paced and RECORDER.call is not None and _generated_tokens(output, inputs):
+                prompt = (
+                    event["model_serial"],
+                    event["model_device"],
+                    *(inputs.flatten().tolist()[:MAX_IDS] if inputs is not None else ()),
+                )
+                if prompt not in RECORDER.paced_prompts:
+                    RECORDER.paced_prompts.add(prompt)
+                    _pause(event)
+        except BaseException as error:
+            event["error"] = f"{type(error).__name__}: {error}"[:500]
+            raise
+        finally:
+            event["end"] = RECORDER.now()
+            event["duration_s"] = event["end"] - event["start"]
+            RECORDER.generate_depth -= 1
+            RECORDER.current_generate = outer
+            RECORDER.record(event)
+        sequences = _sequences(output)
+        if sequences is not None and inputs is not None and sequences.dim() == 2:
+            prompt_length = inputs.shape[-1]
+            event["output_shape"] = list(sequences.shape)
+            event["output_ids"] = sequences[0].tolist()[:MAX_IDS]
+            event["new_tokens"] = _new_token_counts(sequences, prompt_length, _eos_ids(self, kwargs))
+        return output
+
+    generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
+    return generate
+
+
+def _unpadded_rows(inputs: Any, attention_mask: Any) -> list[list[int]] | None:
+    """Each row's ids without its padding (the attention mask's zeros), while they fit the caps.
+
+    Rows past MAX_ROWS or MAX_ROW_IDS in all are left out (a judge compares only complete lists).
+    """
+    import torch
+
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() != 2:
+        return None
+    masked = isinstance(attention_mask, torch.Tensor) and tuple(attention_mask.shape) == tuple(inputs.shape)
+    rows: list[list[int]] = []
+    kept = 0
+    for index in range(min(int(inputs.shape[0]), MAX_ROWS)):
+        row = inputs[index]
+        if masked:
+            row = row[attention_mask[index].to(torch.bool)]
+        ids = row.tolist()[:MAX_IDS]
+        kept += len(ids)
+        if kept > MAX_ROW_IDS:
+            break
+        rows.append(ids)
+    return rows
+
+
+def _new_tokens_limit(model: Any, kwargs: dict[str, Any], inputs: Any) -> int | None:
+    """How many new tokens generate may produce, as transformers decides it.
+
+    max_new_tokens (keyword, else the generation config) wins; else max_length (keyword, else the
+    config) less the prompt's length. None when neither is a plain int.
+    """
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    limit = kwargs["max_new_tokens"] if "max_new_tokens" in kwargs else getattr(config, "max_new_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        return limit
+    length = kwargs["max_length"] if "max_length" in kwargs else getattr(config, "max_length", None)
+    if isinstance(length, int) and not isinstance(length, bool) and inputs is not None and hasattr(inputs, "shape"):
+        return length - int(inputs.shape[-1])
+    return None
+
+
+def _generated_tokens(output: Any, inputs: Any) -> bool:
+    """Whether a generate call's output is longer than its prompt (it generated at least one token)."""
+    sequences = _sequences(output)
+    if sequences is None or not hasattr(sequences, "shape") or len(sequences.shape) != 2:
+        return False
+    prompt_length = int(inputs.shape[-1]) if inputs is not None and hasattr(inputs, "shape") else 0
+    return int(sequences.shape[-1]) > prompt_length
+
+
+def _effective_setting(model: Any, kwargs: dict[str, Any], name: str) -> Setting:
+    """A setting (max_new_tokens, use_cache) as generate will use it: keyword, else generation config."""
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    value = kwargs[name] if name in kwargs else getattr(config, name, None)
+    return value if value is None or isinstance(value, (bool, int)) else repr(value)[:50]
+
+
+# Not convert_tokens_to_ids: tokenizer.eos_token_id / pad_token_id call it, and passing those to
+# generate inside the timer is right.
+TOKENIZER_ENTRY_POINTS = (
+    "__call__",
+    "encode",
+    "encode_plus",
+    "batch_encode_plus",
+    "_encode_plus",
+    "_batch_encode_plus",
+    "tokenize",
+    "pad",
+    "apply_chat_template",
+)
+
+
+def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a tokenizer entry point: while a call is paced, record and slow each outermost use."""
+
+    @_wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Not inside generate either (stop strings decode there): only a tokenizer call the student's code makes.
+        if not RECORDER.paced or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
+            return original(self, *args, **kwargs)
+        RECORDER.tokenizer_depth += 1
+        event: TokenizeEvent = {"type": "tokenize", "start": RECORDER.now(), "end": 0.0, "pause": None, "paced_s": None}
+        try:
+            _pause(event)
+            return original(self, *args, **kwargs)
+        finally:
+            RECORDER.tokenizer_depth -= 1
+            event["end"] = RECORDER.now()
+            RECORDER.record(event)
+
+    return __call__
+
+
+def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
+    @_wraps(original)
+    def synchronize(*args: Any, **kwargs: Any) -> Any:
+        event: SynchronizeEvent = {"type": "synchronize", "start": RECORDER.now(), "end": 0.0, "error": None}
+        try:
+            return original(*args, **kwargs)
+        except BaseException as error:
+            event["error"] = f"{type(error).__name__}: {error}"[:300]
+            raise
+        finally:
+            event["end"] = RECORDER.now()
+            RECORDER.record(event)
+
+    return synchronize
+
+
+def _instrumenting_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a ``PreTrainedModel`` method every model passes through (``__call__``, and ``post_init`` at the end of
+    every model's ``__init__``): make sure the model's class ``forward`` is instrumented, then run the method."""
+
+    @_wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _instrument_forward_of(type(self))
+        return original(self, *args, **kwargs)
+
+    return method
+
+
+def _instrument_forward_of(cls: type) -> None:
+    """Replace the ``forward`` a model class uses (where its MRO defines it) by a recording one, once."""
+    for klass in cls.__mro__:
+        forward = vars(klass).get("forward")
+        if forward is None:
+            continue
+        if not getattr(forward, "__llm_grader_instrumented__", False) and callable(forward):
+            with contextlib.suppress(AttributeError, TypeError):  # a class that refuses new attributes
+                _replace(klass, "forward", _instrumented_forward(forward))
+        return
+
+
+def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a model class's ``forward``: record every forward pass however it is reached.
+
+    Recorded at the level of ``forward``, so a pass run from a module hook, from another model's
+    hook or by calling ``model.forward`` directly is seen; gradient mode is sampled inside it
+    (after every forward pre-hook ran) and the outputs' ``requires_grad`` read before any forward
+    hook could detach them. A model run by the forward of a model that holds it as a submodule
+    (GPT2Model inside GPT2LMHeadModel) is part of that pass, not a pass of its own.
+    """
+
+    @_wraps(original)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stack = RECORDER.forward_stack
+        if stack and not any(model is self for model in stack) and _holds(stack[-1], self):
+            return original(self, *args, **kwargs)
+        event: ForwardEvent | None = None
+        if RECORDER.current_generate is not None:
+            if not stack:
+                RECORDER.current_generate["forward_calls"] += 1
+        else:
+            event = _forward_event(self, args, kwargs)
+            RECORDER.record(event)
+        stack.append(self)
+        RECORDER.forward_depth = len(stack)
+        try:
+            output = original(self, *args, **kwargs)
+        except BaseException as error:
+            if event is not None:
+                event["error"] = f"{type(error).__name__}: {error}"[:300]
+            raise
+        finally:
+            stack.pop()
+            RECORDER.forward_depth = len(stack)
+            if event is not None:
+                event["end"] = RECORDER.now()
+        if event is not None:
+            event["output_requires_grad"] = _output_requires_grad(output)
+        return output
+
+    forward.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
+    return forward
+
+
+def _holds(parent: Any, child: Any) -> bool:
+    """Whether ``child`` is a submodule of ``parent`` (its own part, not another model)."""
+    try:
+        return any(module is child for module in parent.modules())
+    except Exception:  # a module whose children cannot be listed
+        return False
+
+
+def _output_requires_grad(output: Any) -> bool | None:
+    """Whether a forward's loss or logits (or its first tensor) carry an autograd graph."""
+    import torch
+
+    tensors = []
+    for name in ("loss", "logits", "last_hidden_state"):
+        with contextlib.suppress(Exception):
+            value = output[name] if isinstance(output, dict) else getattr(output, name, None)
+            if isinstance(value, torch.Tensor):
+                tensors.append(value)
+    if not tensors and isinstance(output, (tuple, list)):
+        tensors = [value for value in output[:2] if isinstance(value, torch.Tensor)]
+    if isinstance(output, torch.Tensor):
+        tensors = [output]
+    if not tensors:
+        return None
+    return any(bool(tensor.requires_grad) for tensor in tensors)
+
+
+def _row_tokens(inputs: Any, attention_mask: Any) -> list[int] | None:
+    """Tokens each row of a forward's batch covers: its attention mask's ones, else the batch's width."""
+    import torch
+
+    if inputs is None or inputs.dim() < 2:
+        return None
+    rows, width = int(inputs.shape[0]), int(inputs.shape[1])
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 and tuple(attention_mask.shape) == (rows, width):
+        return [int(count) for count in attention_mask.sum(dim=1).tolist()[:MAX_IDS]]
+    return [width] * min(rows, MAX_IDS)
+
+
+def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ForwardEvent:
+    import torch
+
+    inputs = _first_tensor(args, kwargs, "input_ids", "inputs_embeds")
+    labels = kwargs.get("labels")
+    attention_mask = kwargs.get("attention_mask")
+    return {
+        "type": "forward",
+        "model_id": id(model),
+        "model_serial": model_serial(model),
+        "model_type": _type_name(model),
+        "start": RECORDER.now(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "model_training": bool(model.training),
+        "model_device": str(getattr(model, "device", "unknown")),
+        "input_shape": list(inputs.shape) if inputs is not None else None,
+        "input_device": str(inputs.device) if inputs is not None else None,
+        "row_tokens": _row_tokens(inputs, attention_mask),
+        "has_labels": labels is not None,
+        "has_attention_mask": attention_mask is not None,
+        "nested": bool(RECORDER.forward_stack),
+        "end": 0.0,
+        "error": None,
+        "output_requires_grad": None,
+    }
