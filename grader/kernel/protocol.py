@@ -1,6 +1,6 @@
 """The kernel protocol: what the grader asks the runtime in the kernel, and what comes back.
 
-Both sides name these types. ``grader/kernel/runtime.py`` is run in the kernel from its source text, with
+Both sides name these types. ``grader/kernel/runtime/`` is run in the kernel from its source text, with
 nothing of the grader imported, so it names them for mypy only (under ``TYPE_CHECKING``, its dict literals
 annotated with them: a key missing or misspelt there is a mypy error); the grader builds its requests with
 them (grader/kernel/harness.py) and validates every answer against them when it arrives (a pydantic ``TypeAdapter``

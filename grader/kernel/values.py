@@ -1,6 +1,6 @@
 """Plain Python values decoded from the kernel's JSON descriptions.
 
-The kernel runtime describes every value as JSON (see ``grader/kernel/runtime.py``). Here those
+The kernel runtime describes every value as JSON (see ``grader/kernel/runtime/``). Here those
 descriptions become ordinary Python objects (str, float, tuple, dict, ...) or small frozen
 records for what cannot cross the boundary (tensors, DataFrames, models, opaque objects). No
 description is ever evaluated: a description is data, built only into these types.
