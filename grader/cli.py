@@ -34,7 +34,8 @@ def main() -> None:
     """Grade notebooks of the LLM inference course.
 
     `grade PATH...` (the same as `grade run PATH...`) grades notebooks, folders of them and LMS
-    exports; `grade gradescope` packages an assignment's autograder for Gradescope; `grade check`
+    exports; `grade publish OUT` shows the hidden checks on the students' pages once grades are out;
+    `grade gradescope` packages an assignment's autograder for Gradescope; `grade check`
     runs the public checks on a student's own notebook; `grade build-student-kit` packages them.
     """
     from grader.quiet import quiet_library_defaults
@@ -313,6 +314,27 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
             soft_wrap=True,
         )
     click.echo(str(kit.folder))
+
+
+@main.command("publish", context_settings=CONTEXT)
+@click.argument("out_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--undo", is_flag=True, help="Hide the hidden checks from the students' pages again.")
+def publish_grades(out_dir: Path, undo: bool) -> None:
+    """Publish the grades in OUT_DIR: every student's feedback.html shows the hidden checks too.
+
+    Re-renders each page from OUT_DIR/gradebook.sqlite with the hidden checks' verdicts, explanations
+    and hints (as Gradescope shows its after_published tests; never the hidden inputs' seed), and
+    keeps them shown for pages a later regrade writes. --undo hides them again.
+    """
+    from grader.scale.batch import publish
+
+    try:
+        results = publish(out_dir, undo=undo)
+    except FileNotFoundError as error:
+        _exit_with(UsageError(str(error)))
+    hidden = sum(1 for result in results for check in result.checks if check.visibility == "hidden")
+    state = "hidden again" if undo else "shown"
+    click.echo(f"{len(results)} feedback pages rewritten in {out_dir}: {hidden} hidden check results {state}.")
 
 
 @main.command("list-kinds", context_settings=CONTEXT)

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import csv
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
-from tests.contract import results, run_grade
+import yaml
+
+from tests.contract import SEED, results, run_grade
+
+# Canvas's gradebook import format (Instructure's guide "How do I import grades in the Gradebook?"): these columns
+# first, then one column per assignment; the row after the header gives each assignment's points possible.
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+def grade(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real `grade` command with exactly these arguments (no seed: publish grades nothing)."""
+    completed = subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed
 
 
 def test_a_canvas_zip_is_graded_per_student_and_a_duplicate_is_reported(tmp_path: Path, root: Path) -> None:
@@ -31,4 +46,30 @@ def test_a_canvas_zip_is_graded_per_student_and_a_duplicate_is_reported(tmp_path
     assert results(out, "roerichard_5678").losing() == {"loss-public", "loss-hidden"}
     page = (out / "summary.html").read_text()
     assert "has 2 notebooks" in page and 'href="doejane_1234-2/feedback-instructor.html"' in page
+
+    # The export Canvas imports as is: one row per student, the later of two submissions scoring.
+    with (out / "grades-canvas.csv").open(newline="") as stream:
+        header, possible, *students = list(csv.reader(stream))
+    assert header == [*CANVAS_COLUMNS, "perplexity"]
+    rubric = yaml.safe_load((root / "assignments" / "perplexity" / "rubric.yaml").read_text())
+    assert possible == ["    Points Possible", "", "", "", "", f"{sum(check['points'] for check in rubric['checks']):g}"]
+    assert students == [
+        ["doejane", "1234", "", "", "", f"{results(out, 'doejane_1234-2').score:g}"],
+        ["roerichard", "5678", "", "", "", f"{results(out, 'roerichard_5678').score:g}"],
+    ]
+
+    # Publishing shows the hidden checks' verdicts on the students' pages (never the hidden inputs' seed).
+    feedback = out / "roerichard_5678" / "feedback.html"
+    before = feedback.read_text()
+    assert "token-weighted loss on hidden corpora" not in before and "when grades are published" in before
+    published = grade("publish", str(out), cwd=root)
+    assert "3 feedback pages rewritten" in published.stdout, published.stderr
+    after = feedback.read_text()
+    assert "token-weighted loss on hidden corpora" in after and "hidden, published" in after
+    assert "averages the per-batch mean losses" in after  # the hidden check's own explanation
+    assert "hidden-input seed" not in after and f"seed {SEED}" not in after  # the instructor's page alone shows it
+    assert "hidden-input seed" in (out / "roerichard_5678" / "feedback-instructor.html").read_text()
+    assert "when grades are published" not in after
+    grade("publish", str(out), "--undo", cwd=root)
+    assert "token-weighted loss on hidden corpora" not in feedback.read_text()
     shutil.rmtree(out)

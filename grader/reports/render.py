@@ -102,13 +102,15 @@ def _environment() -> Environment:
     return environment
 
 
-def render_feedback(result: SubmissionResult, view: View, self_check: bool = False) -> str:
-    """One submission's feedback page; the student view leaves hidden checks out.
+def render_feedback(result: SubmissionResult, view: View, self_check: bool = False, published: bool = False) -> str:
+    """One submission's feedback page; the student view leaves hidden checks out until grades are ``published``
+    (then it shows their verdicts, explanations and hints too; never the hidden inputs' seed, which only the
+    instructor's view shows).
 
     ``self_check``: a student's own run of the public checks (its notes, such as how many hidden
     checks the instructor will run, are shown to the student).
     """
-    checks = result.visible_checks(view)
+    checks = result.visible_checks(view, published)
     hidden = [check for check in result.checks if check not in checks]
     shown = [check for check in checks if check.automatic]
     return (
@@ -118,6 +120,7 @@ def render_feedback(result: SubmissionResult, view: View, self_check: bool = Fal
             result=result,
             view=view,
             self_check=self_check,
+            published=published,
             checks=checks,
             hidden_count=len(hidden),
             hidden_points=sum(check.points for check in hidden),

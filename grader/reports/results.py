@@ -80,6 +80,7 @@ class SubmissionResult:
     assignment: str | None
     title: str = ""
     student: str | None = None  # the LMS's student id, when the submission's naming gives one
+    student_name: str | None = None  # the student's name as the LMS wrote it (Canvas 'lastfirst'), when known
     checks: tuple[CheckResult, ...] = ()
     cell_problems: tuple[CellProblem, ...] = ()
     figures: tuple[Figure, ...] = ()
@@ -151,9 +152,9 @@ class SubmissionResult:
         """Points of checks that could not run here (for example, GPU-only checks)."""
         return sum(check.points for check in self.checks if check.outcome == "skipped")
 
-    def visible_checks(self, view: Literal["student", "instructor"]) -> tuple[CheckResult, ...]:
-        """The checks a view shows: students see public checks only."""
-        if view == "instructor":
+    def visible_checks(self, view: Literal["student", "instructor"], published: bool = False) -> tuple[CheckResult, ...]:
+        """The checks a view shows: students see public checks only, until grades are published (then every check)."""
+        if view == "instructor" or published:
             return self.checks
         return tuple(check for check in self.checks if check.visibility == "public")
 
@@ -408,3 +409,41 @@ def _cell(check: CheckResult | None) -> str:
     if check.outcome == "skipped":
         return "skipped"
     return f"{check.score:g}"
+
+
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_POINTS_ROW = "    Points Possible"
+
+
+def canvas_csv(results: Sequence[SubmissionResult]) -> str | None:
+    """The class's scores in Canvas's gradebook import format, or None when no submission carries a Canvas user id.
+
+    One row per student (``ID``: the Canvas user id its download's name carries; ``Student``: the name as Canvas
+    wrote it), after Canvas's "Points Possible" row; one column per assignment, its points possible the assignment's
+    whole rubric (automatic and by hand). A student's score is what the grader awarded: points graded by hand are
+    the instructor's to add. A student with two submissions of one assignment is scored by the later one.
+    """
+    with_ids = [result for result in results if result.student and result.assignment and not result.internal_error]
+    if not with_ids:
+        return None
+    assignments: list[str] = []
+    possible: dict[str, float] = {}
+    for result in with_ids:
+        assert result.assignment is not None
+        if result.assignment not in assignments:
+            assignments.append(result.assignment)
+        total = result.max_score + result.manual_max + result.skipped_points
+        possible[result.assignment] = max(possible.get(result.assignment, 0.0), total)
+    students: dict[str, dict[str, str]] = {}
+    names: dict[str, str] = {}
+    for result in with_ids:
+        assert result.student is not None and result.assignment is not None
+        names[result.student] = result.student_name or names.get(result.student, "")
+        students.setdefault(result.student, {})[result.assignment] = "" if result.error else f"{result.score:g}"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow([*CANVAS_COLUMNS, *assignments])
+    writer.writerow([CANVAS_POINTS_ROW, "", "", "", "", *(f"{possible[name]:g}" for name in assignments)])
+    for student in sorted(students, key=lambda student: (names[student].lower(), student)):
+        writer.writerow([names[student], student, "", "", "", *(students[student].get(name, "") for name in assignments)])
+    return buffer.getvalue()

@@ -9,12 +9,13 @@ only what is left.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader import __version__
@@ -31,6 +32,9 @@ from grader.scale.gradebook import Fingerprint, Gradebook
 from grader.scale.runner import RunConfig, Task, default_workers, grade_tasks, kernel_threads
 
 GRADEBOOK_NAME = "gradebook.sqlite"
+# The gradebook's note that grades were published (its value: when): every student's page then shows the hidden
+# checks, and pages written later (a regrade) too.
+PUBLISHED_KEY = "published"
 REPORT_EVERY_S = 30.0  # how often the class reports are refreshed during a run (charts cost CPU) ...
 REPORT_SHARE = 0.05  # ... and less often where drawing them would take more than this share of the run
 
@@ -101,7 +105,9 @@ def grade_batch(
     results: dict[str, SubmissionResult] = {}
     tasks: list[Task] = []
     outcome = BatchOutcome(results=[], notices=list(notices))
+    names = {item.submission_id: item.name for item in found if item.name}
     with Gradebook(out_dir / GRADEBOOK_NAME) as gradebook:
+        published = gradebook.meta(PUBLISHED_KEY) is not None
         for index, item in enumerate(found):
             stored = None
             if not options.force:
@@ -110,7 +116,7 @@ def grade_batch(
                     stored = None
             if stored is not None:
                 if not all((out_dir / item.submission_id / name).exists() for name in ("results.json", *FEEDBACK_FILES.values())):
-                    write_submission(stored, out_dir)  # the files went missing: rewrite, no need to regrade
+                    write_submission(stored, out_dir, published)  # the files went missing: rewrite, no need to regrade
                 results[item.submission_id] = stored
                 outcome.reused += 1
                 on_result(stored, True)
@@ -143,7 +149,9 @@ def grade_batch(
 
         next_report = time.monotonic() + REPORT_EVERY_S
         for result in grade_tasks(tasks, config, workers):
-            write_submission(result, out_dir)
+            if result.submission_id in names:  # the name the LMS wrote (Canvas's gradebook import shows it)
+                result = replace(result, student_name=names[result.submission_id])
+            write_submission(result, out_dir, published)
             gradebook.record(result, fingerprint_of(result.assignment), regrade=result.internal_error)
             results[result.submission_id] = result
             outcome.graded += 1
@@ -181,3 +189,23 @@ def _reports_key(results: Sequence[SubmissionResult], notices: Sequence[str]) ->
     for notice in notices:
         digest.update(notice.encode() + b"\0")
     return digest.hexdigest()
+
+
+def publish(out_dir: Path, undo: bool = False) -> list[SubmissionResult]:
+    """Publish the grades of an output folder: re-render every student's feedback page from the gradebook with the
+    hidden checks' verdicts, explanations and hints (never the hidden inputs' seed), as Gradescope shows
+    ``after_published`` tests. ``undo`` hides them again. Returns the results whose pages were written.
+
+    Raises FileNotFoundError when the folder holds no gradebook (nothing was graded there)."""
+    path = out_dir / GRADEBOOK_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{out_dir} holds no {GRADEBOOK_NAME}: grade the submissions into it first")
+    with Gradebook(path) as gradebook:
+        if undo:
+            gradebook.delete_meta(PUBLISHED_KEY)
+        else:
+            gradebook.set_meta(PUBLISHED_KEY, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+        results = gradebook.results()
+    for result in results:
+        write_submission(result, out_dir, published=not undo)
+    return results

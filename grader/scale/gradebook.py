@@ -155,6 +155,11 @@ class Gradebook:
         with self._transaction() as cursor:
             cursor.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def delete_meta(self, key: str) -> None:
+        """Forget a value remembered with :meth:`set_meta`."""
+        with self._transaction() as cursor:
+            cursor.execute("DELETE FROM meta WHERE key = ?", (key,))
+
     # ---------------------------------------------------------------- reading
 
     def meta(self, key: str) -> str | None:
@@ -186,6 +191,11 @@ class Gradebook:
         ):
             return None
         return result_from_json(row[6])
+
+    def results(self) -> list[SubmissionResult]:
+        """Every stored result, by submission id."""
+        rows = self._connection.execute("SELECT result_json FROM submissions ORDER BY submission_id").fetchall()
+        return [result_from_json(row[0]) for row in rows]
 
     def count(self) -> int:
         """How many submissions the gradebook holds."""
