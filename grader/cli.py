@@ -118,7 +118,8 @@ def run(
 
     Writes, per submission, OUT/<id>/results.json (Gradescope format), feedback.html (what the
     student sees) and feedback-instructor.html; for the class, OUT/summary.html, OUT/grades.csv
-    and the gradebook OUT/gradebook.sqlite. A second run skips unchanged submissions.
+    (and OUT/grades-canvas.csv for a Canvas download) and the gradebook OUT/gradebook.sqlite. A
+    second run skips unchanged submissions; `grade publish OUT` shows the hidden checks to students.
     """
     console = Console(stderr=True, quiet=quiet)
     try:
