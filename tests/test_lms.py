@@ -46,6 +46,9 @@ def test_a_canvas_zip_is_graded_per_student_and_a_duplicate_is_reported(tmp_path
     assert results(out, "roerichard_5678").losing() == {"loss-public", "loss-hidden"}
     page = (out / "summary.html").read_text()
     assert "has 2 notebooks" in page and 'href="doejane_1234-2/feedback-instructor.html"' in page
+    # The samples are the solution with one mistake each: the similarity page, linked from the summary, pairs them.
+    assert 'href="similarity.html#similar-perplexity"' in page
+    assert 'href="roerichard_5678/feedback-instructor.html"' in (out / "similarity.html").read_text()
 
     # The export Canvas imports as is: one row per student, the later of two submissions scoring.
     with (out / "grades-canvas.csv").open(newline="") as stream:

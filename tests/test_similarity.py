@@ -389,3 +389,24 @@ def test_only_filled_in_parts_are_compared(tmp_path: Path) -> None:
         tmp_path / "o.ipynb",
     )
     assert similar_pairs({"one": one, "other": other}, starter) == []
+
+
+def test_the_class_reports_link_a_similarity_page_that_shows_the_copy_side_by_side(tmp_path: Path) -> None:
+    """The pages an instructor reads: the summary names the assignment's similar pairs and links the page that shows
+    the matching code side by side; independent solutions in the same class are not listed."""
+    from grader.reports.output import SIMILARITY_FILE, write_class_reports
+    from grader.reports.results import CheckResult, SubmissionResult
+
+    notebooks = independent("perplexity")
+    original = sorted(notebooks)[0]
+    notebooks["disguised"] = write(disguise(notebooks[original], starter_of("perplexity")), tmp_path / "disguised.ipynb")
+    check = CheckResult("c", "a check", "f", "kind", "public", "any", 1.0, 1.0, "passed", "ok")
+    results = [SubmissionResult(name, str(path), "perplexity", checks=(check,)) for name, path in sorted(notebooks.items())]
+    write_class_reports(results, tmp_path, notebooks=notebooks, starters={"perplexity": starter_of("perplexity")})
+    page = (tmp_path / SIMILARITY_FILE).read_text()
+    assert "1 pair at or above" in page and f'href="{original}/feedback-instructor.html"' in page
+    assert 'href="disguised/feedback-instructor.html"' in page and "side-by-side" in page
+    listed = {name for name in notebooks if f'href="{name}/feedback-instructor.html"' in page}
+    assert listed == {original, "disguised"}  # no independent pair
+    summary = (tmp_path / "summary.html").read_text()
+    assert 'href="similarity.html#similar-perplexity"' in summary and "Similar code: 1 pair" in summary

@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from grader.facts import CellProblem
 from grader.reports.results import CheckResult, Figure, SubmissionResult
+from grader.reports.similarity import SimilarPair
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -433,14 +434,35 @@ def _groups(results: Sequence[SubmissionResult]) -> list[Group]:
     return [_group(name, by_assignment[name]) for name in sorted(by_assignment, key=lambda key: (key is None, key or ""))]
 
 
-def render_summary(results: Sequence[SubmissionResult], notices: Sequence[str] = ()) -> str:
-    """The class dashboard: notices, then per assignment scores, checks, common failures, answers to grade, timing."""
+@dataclass(frozen=True)
+class SimilarityReport:
+    """One assignment's similar pairs (grader/reports/similarity.py), for the class's similarity page."""
+
+    assignment: str
+    compared: int
+    threshold: float
+    pairs: tuple[SimilarPair, ...]
+    unfilled: tuple[str, ...]
+    problem: str = ""  # why the assignment's notebooks could not be compared, if they could not
+
+
+def render_similarity(reports: Sequence[SimilarityReport]) -> str:
+    """The class's similarity page: per assignment, the ranked pairs and their matching code side by side."""
+    return _environment().get_template("similarity.html.j2").render(reports=reports)
+
+
+def render_summary(
+    results: Sequence[SubmissionResult], notices: Sequence[str] = (), similarity: Sequence[SimilarityReport] = ()
+) -> str:
+    """The class dashboard: notices, then per assignment scores, checks, common failures, answers to grade, timing
+    (and, where the similarity page was written, how many pairs of each assignment it shows)."""
     return (
         _environment()
         .get_template("summary.html.j2")
         .render(
             results=results,
             notices=list(notices),
+            similarity={report.assignment: report for report in similarity},
             groups=_groups(results),
             not_graded=sum(1 for result in results if result.error),
             pending_answers=sum(1 for result in results for check in result.checks if check.pending),

@@ -9,6 +9,7 @@ only what is left.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import os
@@ -21,11 +22,12 @@ from pathlib import Path
 from grader import __version__
 from grader.digest import file_sha256
 from grader.discover.submissions import Found
+from grader.errors import GraderError
 from grader.grading.course import RUBRIC_FILE, Course
 from grader.grading.kernels import kernel_view_for
 from grader.grading.settings import GradingSettings
 from grader.kernel.sandbox import sandbox_notices
-from grader.reports.output import write_class_reports, write_submission
+from grader.reports.output import SIMILARITY_FILE, write_class_reports, write_submission
 from grader.reports.render import FEEDBACK_FILES
 from grader.reports.results import SubmissionResult, result_to_json
 from grader.scale.gradebook import Fingerprint, Gradebook
@@ -168,9 +170,11 @@ def grade_batch(
         # The reports depend only on the results and the discovery's notices: when neither
         # changed since they were written, they are up to date (an unchanged regrade stays fast).
         reports_key = _reports_key(outcome.results, notices)
-        reports = [out_dir / "summary.html", out_dir / "grades.csv"]
+        reports = [out_dir / "summary.html", out_dir / "grades.csv", out_dir / SIMILARITY_FILE]
         if gradebook.meta("reports_key") != reports_key or not all(path.exists() for path in reports):
-            write_class_reports(outcome.results, out_dir, [*notices, *warnings])
+            notebooks = {item.submission_id: item.path for item in found}
+            starters = _starters(course, {result.assignment for result in outcome.results if result.assignment})
+            write_class_reports(outcome.results, out_dir, [*notices, *warnings], notebooks, starters)
             gradebook.set_meta("reports_key", reports_key)
     return outcome
 
@@ -209,3 +213,12 @@ def publish(out_dir: Path, undo: bool = False) -> list[SubmissionResult]:
     for result in results:
         write_submission(result, out_dir, published=not undo)
     return results
+
+
+def _starters(course: Course, names: set[str]) -> dict[str, Path]:
+    """Each assignment's starter notebook (what the similarity report leaves out), for those the course still loads."""
+    starters = {}
+    for name in sorted(names):
+        with contextlib.suppress(GraderError):
+            starters[name] = course.assignment(name).starter
+    return starters
