@@ -7,7 +7,6 @@ from pathlib import Path
 
 from grader.reports.render import FEEDBACK_FILES, SimilarityReport, render_feedback, render_similarity, render_summary
 from grader.reports.results import SubmissionResult, canvas_csv, grades_csv, write_atomically, write_results_json
-from grader.reports.similarity import DEFAULT_THRESHOLD, similar_pairs, unfilled
 
 SIMILARITY_FILE = "similarity.html"  # pairs of submissions whose own code is alike, per assignment
 CANVAS_FILE = "grades-canvas.csv"  # the class's scores in Canvas's gradebook import format (Canvas-named submissions)
@@ -27,6 +26,8 @@ def similarity_reports(
     results: Sequence[SubmissionResult], notebooks: Mapping[str, Path], starters: Mapping[str, Path]
 ) -> list[SimilarityReport]:
     """Per assignment with two or more graded notebooks, the pairs whose own code is alike (grader/reports/similarity.py)."""
+    from grader.reports.similarity import DEFAULT_THRESHOLD, similar_pairs, unfilled  # (copydetect: class reports only)
+
     by_assignment: dict[str, dict[str, Path]] = {}
     for result in results:
         path = notebooks.get(result.submission_id)

@@ -22,11 +22,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from grader.facts import CellProblem
 from grader.reports.results import CheckResult, Figure, SubmissionResult
-from grader.reports.similarity import SimilarPair
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure as ChartFigure
+
+    from grader.reports.similarity import SimilarPair
 
 View = Literal["student", "instructor"]
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "error": "error", "manual": "graded by hand", "skipped": "skipped"}
