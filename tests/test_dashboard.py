@@ -570,3 +570,40 @@ def test_feedback_reads_well_at_1300_px(visit: Any, pages: dict[str, Path], scre
     opened.screenshot(screenshot_dir, "feedback-1300", record_property)
     width = opened.page.evaluate("document.documentElement.scrollWidth")
     assert width <= 1300  # nothing overflows sideways
+
+
+def test_the_numbers_a_written_answer_states_are_shown_against_the_notebooks_in_chromium(
+    visit: Any, tmp_path: Path, screenshot_dir: Path, record_property: Any
+) -> None:
+    """The claims checker's verdicts beside a written answer: on the student's page ("your answer says 60% less
+    memory; your table shows 42% less") and in the instructor's queue of answers to grade."""
+    from playwright.sync_api import expect
+
+    from grader.checks.claims import Fact
+    from grader.checks.common import claim_records
+
+    answer = "Memory fell from 8.01 MB in FP32 to 4.63 MB with INT8, about 60% less, and NF4 needs only 3.9 MB."
+    facts = [
+        Fact("FP32", "memory", 8.01e6, "bytes"),
+        Fact("INT8", "memory", 4.63e6, "bytes"),
+        Fact("NF4", "memory", 4.44e6, "bytes"),
+    ]
+    claims = claim_records(answer, facts)
+    assert [claim["verdict"] for claim in claims] == ["agrees", "agrees", "contradicts", "contradicts"]
+    essay = check("analysis", "manual", "Goes to your instructor.", points=2, graded_by="instructor", answer=answer)
+    essay = dataclasses.replace(essay, data={"claims": claims})
+    pages = write_pages(tmp_path, [ptq("bob", "2345", "passed", 40.0, essay=essay)])
+    opened = visit(pages["feedback"])
+    opened.check_loaded_cleanly()
+    opened.screenshot(screenshot_dir, "feedback-claims", record_property)
+    claims_list = opened.page.locator("#check-analysis .claims")
+    expect(claims_list).to_be_visible()
+    expect(claims_list.locator("li.claim.contradicts")).to_have_count(2)
+    expect(claims_list).to_contain_text("42% less")  # the notebook's own number, where the answer says 60%
+    expect(claims_list.locator("li.claim.agrees")).to_have_count(2)
+    summary = visit(pages["summary"])
+    summary.check_loaded_cleanly()
+    queue = summary.page.locator("details.answers")
+    expect(queue).to_contain_text("2 numbers contradicted")  # on the answer's one line, in the queue (collapsed)
+    queue.locator("summary").first.click()
+    expect(queue.get_by_text("2 numbers contradicted")).to_be_visible()

@@ -79,6 +79,10 @@ def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None
     assert {outcomes.pop(f"analysis-{part}") for part in ("memory", "latency", "quality", "tradeoffs")} == {"manual"}
     assert set(outcomes.values()) == {"passed"}
     assert solution.extra_data["manual_points_pending"] == 8
+    # The numbers its memory answer states are held against its own df_results: each footprint and reduction agrees.
+    memory = solution.by_id()["analysis-memory"].output
+    assert memory.count("*agrees*") >= 5 and "*contradicts*" not in memory, memory
+    assert "'8.01 MB' agrees with your results" in memory and "42% less" in memory
 
 
 def test_starter_scores_zero_and_says_why(graded: Path) -> None:

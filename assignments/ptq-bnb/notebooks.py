@@ -266,8 +266,8 @@ QUESTIONS = [
         "Latency Changes",
         "Analyze the changes in generation latency. Did latency always decrease with lower precision, or were there other "
         "factors at play? Explain potential reasons.",
-        "Latency did not decrease: on the CPU the INT8 model was several times slower than FP32, and NF4/FP4 about twice as "
-        "slow, because bitsandbytes dequantizes the weights back to floating point at every step and its CPU kernels are not "
+        "Latency did not decrease: on the CPU the INT8 model was several times slower than FP32, and NF4/FP4 slower too "
+        "(how much varies from run to run on a shared machine), because bitsandbytes dequantizes the weights back to floating point at every step and its CPU kernels are not "
         "tuned for this. For a model this small, Python overhead in generate dominates anyway; lower precision pays off in "
         "speed only when memory bandwidth is the bottleneck, with large models on a GPU.",
     ),

@@ -9,7 +9,9 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
+from grader.checks.claims import Fact, check_claims
 from grader.discover.notebook import markdown_section, section_cells
+from grader.kernel.values import Frame, is_number
 
 # A question title: a numbered item opening in bold ("1.  **Memory Scaling:**"), a whole line in
 # bold, or a markdown heading. Bullets are answers, not titles.
@@ -28,6 +30,13 @@ class WrittenAnswerParams(Params):
     question: str = Field(description="The question's title, as the starter writes it.")
     prompt: str = Field("", description="The starter's placeholder text for this answer (after 'TODO:').")
     min_words: int = Field(8, ge=1, description="Fewer words than this is no answer.")
+    results: list[str] = Field(
+        [],
+        description=(
+            "Notebook variables holding results tables (DataFrames) the answer may quote: each number the answer states "
+            "is checked against them, as evidence for whoever grades it (not a score)."
+        ),
+    )
 
 
 def _words(text: str) -> list[str]:
@@ -157,6 +166,66 @@ def loose_cells(notebook: Any, heading: str) -> list[str]:
     return [cell for cell in section_cells(notebook, heading)[1:] if not re.search(r"\bTODO\b", cell)]
 
 
+# ---------------------------------------------------------------- claims in written answers
+
+# What a results table's column holds, read from its name: (words that name the metric, the metric), then the
+# unit the name gives, as a factor to the claims checker's base unit (bytes, seconds).
+METRIC_WORDS = (
+    (("tokens/s", "tokens_per_s", "tok/s", "throughput", "tokens per second"), "tokens_per_s"),
+    (("perplexity", "ppl", "ppx"), "perplexity"),
+    (("memory", "footprint", "size"), "memory"),
+    (("latency", "time", "duration"), "latency"),
+)
+SIZE_UNITS = (("gib", 1024**3), ("gb", 1e9), ("mib", 1024**2), ("mb", 1e6), ("kib", 1024.0), ("kb", 1e3), ("bytes", 1.0))
+TIME_UNITS = (("ms", 1e-3), ("µs", 1e-6), ("us", 1e-6), ("(s)", 1.0), ("sec", 1.0), ("_s", 1.0), (" s", 1.0))
+BASE_UNITS = {"memory": "bytes", "latency": "s", "tokens_per_s": "tokens/s", "perplexity": ""}
+
+
+def column_metric(name: str) -> tuple[str, str, float] | None:
+    """(metric, base unit, factor to it) that a results table's column holds, read from its name; None for others."""
+    lowered = str(name).lower()
+    for words, metric in METRIC_WORDS:
+        if any(word in lowered for word in words):
+            units = SIZE_UNITS if metric == "memory" else TIME_UNITS if metric == "latency" else ()
+            factor = next((value for unit, value in units if unit in lowered), 1e6 if metric == "memory" else 1.0)
+            return metric, BASE_UNITS[metric], factor
+    return None
+
+
+def table_facts(frame: Frame) -> list[Fact]:
+    """The numbers of a results table as facts: each row named by its first text column, each numeric column
+    whose name says what it holds (memory, latency, tokens/s, perplexity) in the checker's base units."""
+    label_column = next((column for column in frame.columns if any(isinstance(v, str) for v in frame.column(column))), None)
+    facts = []
+    for row in frame.records():
+        label = str(row[label_column]) if label_column is not None else ""
+        for column, value in row.items():
+            found = column_metric(str(column))
+            if found is None or not is_number(value) or column == label_column:
+                continue
+            metric, unit, factor = found
+            facts.append(Fact(label=label, metric=metric, value=float(value) * factor, unit=unit))
+    return facts
+
+
+def notebook_facts(context: CheckContext, variables: list[str]) -> list[Fact]:
+    """The facts of the notebook's results tables named by ``variables`` (none where the kernel cannot be asked)."""
+    if context.harness is None or not variables:
+        return []
+    facts: list[Fact] = []
+    for variable in variables:
+
+        def describe(variable: str = variable) -> Any:
+            assert context.harness is not None
+            outcome = context.harness.describe(variable, timeout_s=context.timeout_s)
+            return outcome.value if outcome.status == "returned" else None
+
+        value = context.once(f"claims-table:{variable}", describe)
+        if isinstance(value, Frame):
+            facts.extend(table_facts(value))
+    return facts
+
+
 @check_kind("written_answer", WrittenAnswerParams, needs_kernel=False, graded_by="instructor")
 def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdict:
     """A written answer: placeholder text fails, a real answer goes to the instructor."""
@@ -202,9 +271,22 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             answer=text,
         )
     flags = screen_answer(text, f"{params.question}. {params.prompt}")
+    claims = claim_records(text, notebook_facts(context, params.results))
     return Verdict.manual(
         f"Your answer to '{params.question}' ({len(words)} words) goes to your instructor, who grades it by hand"
         + (f", flagged ({'; '.join(flags)})." if flags else "."),
         answer=LIST_MARKER.sub("", text),
         flags=flags,
+        data={"claims": claims} if claims else {},
     )
+
+
+def claim_records(text: str, facts: list[Fact]) -> list[dict[str, Any]]:
+    """Each number the answer states, held against the notebook's own (grader/checks/claims.py): what it says, the
+    verdict (agrees, contradicts, unmatched), why, and the notebook's own number where it contradicts."""
+    if not facts:
+        return []
+    return [
+        {"claim": verdict.claim.text, "verdict": verdict.verdict, "message": verdict.message, "actual": verdict.actual}
+        for verdict in check_claims(text, facts)
+    ]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 View = Literal["student", "instructor"]
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "error": "error", "manual": "graded by hand", "skipped": "skipped"}
+CLAIM_LABELS = {"agrees": "agrees", "contradicts": "contradicts", "unmatched": "not found"}
 PROBLEM_LABELS = {"error": "error", "timeout": "timed out", "not-run": "not run", "kernel-died": "kernel died"}
 FEEDBACK_FILES = {"student": "feedback.html", "instructor": "feedback-instructor.html"}
 TOP_FAILURES = 10  # failure messages the dashboard lists per assignment
@@ -130,6 +131,7 @@ def render_feedback(result: SubmissionResult, view: View, self_check: bool = Fal
             shown_max=sum(check.points for check in shown),
             outcome_labels=OUTCOME_LABELS,
             problem_labels=PROBLEM_LABELS,
+            claim_labels=CLAIM_LABELS,
         )
     )
 
@@ -464,6 +466,7 @@ def render_summary(
             results=results,
             notices=list(notices),
             similarity={report.assignment: report for report in similarity},
+            claim_labels=CLAIM_LABELS,
             groups=_groups(results),
             not_graded=sum(1 for result in results if result.error),
             pending_answers=sum(1 for result in results for check in result.checks if check.pending),

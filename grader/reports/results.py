@@ -261,6 +261,10 @@ def _check_output(check: CheckResult) -> str:
             paragraphs.append(f"**Hint:** {markdown_text(check.hint)}")
         if check.docs:
             paragraphs.append("**Read:** " + " · ".join(f"[{markdown_text(link)}]({link})" for link in check.docs))
+    claims = check.data.get("claims") if isinstance(check.data, Mapping) else None
+    if isinstance(claims, list) and claims:
+        lines = [f"- *{markdown_text(str(c.get('verdict', '')))}*: {markdown_text(str(c.get('message', '')))}" for c in claims]
+        paragraphs.append("**The numbers your answer states, against your notebook's results:**\n" + "\n".join(lines))
     return "\n\n".join(paragraphs)
 
 
