@@ -33,7 +33,7 @@ from grader.checks.base import (
     number,
     shape_verdict,
 )
-from grader.checks.common import screen_answer
+from grader.checks.common import claim_records, screen_answer, table_facts
 from grader.checks.labels import Scenario, missing_scenarios, read_scenario
 from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, reference_variants, text_token_lengths
 from grader.checks.shapes import ANY, FRAME, items, keyed_by, keys
@@ -1447,8 +1447,13 @@ def controller_table(context: CheckContext, params: ControllerParams) -> Verdict
 @check_kind("controller_takeaways", ControllerParams)
 def controller_takeaways(context: CheckContext, params: ControllerParams) -> Verdict:
     """The controller runs end to end in time and returns 3 to 5 takeaways drawn from a run that generated text."""
-    _, _, takeaways = _controller(context, params)
+    _, table, takeaways = _controller(context, params)
     verdict = judge_takeaways(takeaways, params.takeaways, params.takeaways_question)
+    if isinstance(takeaways, list) and verdict.outcome != "failed":
+        # The numbers the takeaways state, held against the results table the same run returned (evidence, no score).
+        claims = claim_records(" ".join(str(item) for item in takeaways), table_facts(table))
+        if claims:
+            verdict = replace(verdict, data={**verdict.data, "claims": claims})
     if verdict.outcome != "failed" and not _controller_call(context, params)[2].generate_events():
         return Verdict.failed(
             "The controller made no generate call, so its takeaways rest on no measurement: run the experiment "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -192,19 +193,35 @@ def column_metric(name: str) -> tuple[str, str, float] | None:
     return None
 
 
-def table_facts(frame: Frame) -> list[Fact]:
-    """The numbers of a results table as facts: each row named by its first text column, each numeric column
-    whose name says what it holds (memory, latency, tokens/s, perplexity) in the checker's base units."""
-    label_column = next((column for column in frame.columns if any(isinstance(v, str) for v in frame.column(column))), None)
+def row_facts(label: str, row: Mapping[Any, Any]) -> list[Fact]:
+    """The facts of one results row named ``label``: each numeric value whose key says what it holds (memory,
+    latency, tokens/s, perplexity), in the claims checker's base units."""
     facts = []
-    for row in frame.records():
-        label = str(row[label_column]) if label_column is not None else ""
-        for column, value in row.items():
-            found = column_metric(str(column))
-            if found is None or not is_number(value) or column == label_column:
-                continue
+    for column, value in row.items():
+        found = column_metric(str(column))
+        if found is not None and is_number(value) and not isinstance(value, bool):
             metric, unit, factor = found
             facts.append(Fact(label=label, metric=metric, value=float(value) * factor, unit=unit))
+    return facts
+
+
+def table_facts(table: Any) -> list[Fact]:
+    """The numbers of a results table as facts. A DataFrame's rows are named by its first text column, else by its
+    first column and value ("prompt tokens 64": a sweep); a dict of dicts (a sweep keyed by precision) by its keys."""
+    if isinstance(table, Mapping):
+        return [fact for key, row in table.items() if isinstance(row, Mapping) for fact in row_facts(str(key), row)]
+    if not isinstance(table, Frame) or not table.columns:
+        return []
+    texts = [column for column in table.columns if any(isinstance(value, str) for value in table.column(column))]
+    facts = []
+    for row in table.records():
+        if texts:
+            label, named = str(row[texts[0]]), texts[0]
+        else:
+            named = table.columns[0]
+            value = row[named]
+            label = f"{str(named).replace('_', ' ')} {value:g}" if is_number(value) else str(value)
+        facts.extend(row_facts(label, {column: value for column, value in row.items() if column != named}))
     return facts
 
 
@@ -220,9 +237,7 @@ def notebook_facts(context: CheckContext, variables: list[str]) -> list[Fact]:
             outcome = context.harness.describe(variable, timeout_s=context.timeout_s)
             return outcome.value if outcome.status == "returned" else None
 
-        value = context.once(f"claims-table:{variable}", describe)
-        if isinstance(value, Frame):
-            facts.extend(table_facts(value))
+        facts.extend(table_facts(context.once(f"claims-table:{variable}", describe)))
     return facts
 
 
