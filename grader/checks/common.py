@@ -227,7 +227,7 @@ def table_facts(table: Any) -> list[Fact]:
 
 def notebook_facts(context: CheckContext, variables: list[str]) -> list[Fact]:
     """The facts of the notebook's results tables named by ``variables`` (none where the kernel cannot be asked)."""
-    if context.harness is None or not variables:
+    if not variables or context.harness is None:
         return []
     facts: list[Fact] = []
     for variable in variables:
