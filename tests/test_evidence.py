@@ -6,6 +6,7 @@ out by what the grader measures itself; an honest call's records, on an idle or 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -154,6 +155,21 @@ def test_generate_work_while_the_main_thread_slept_is_ruled_out() -> None:
     events, measured = slept_through()
     why = forgery(1.2, events, measured)
     assert why.startswith("a generate call claims 0.300 s of work on the CPU, during which the kernel's main thread ran 0.000 s")
+
+
+def test_a_generate_starved_by_a_busy_machine_is_not_a_forgery_but_one_that_slept_still_is() -> None:
+    """A loaded machine can hold an honest generate's thread on a run queue for most of its time (the full suite, run
+    beside an install, starved one to 2.6 % of 0.78 s): /proc counts that wait, and a thread asleep does not wait."""
+    events, slept = slept_through()
+    spans = ((-0.01, 0.0, 0.9), (0.0, PACE, 0.0), (PACE, 0.3, 0.9))
+    starved = dataclasses.replace(
+        slept,
+        timeline=timeline(*spans, (0.3, 1.25, 0.02)),  # it ran 2 % of the generate's time ...
+        runnable=timeline(*spans, (0.3, 1.25, 0.98)),  # ... and waited on a run queue for the rest
+    )
+    assert forgery(1.2, events, starved) == ""
+    asleep = dataclasses.replace(slept, runnable=timeline(*spans, (0.3, 1.25, 0.0)))
+    assert forgery(1.2, events, asleep).startswith("a generate call claims 0.300 s of work on the CPU")
 
 
 def test_pacing_the_main_thread_did_not_sleep_through_is_ruled_out() -> None:

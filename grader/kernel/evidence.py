@@ -103,6 +103,9 @@ class Measured:
     token_price_s: float | None = None  # CPU seconds per generated token of the model passed (None: no price)
     # The pauses the grader served during the request (None: the kernel paced itself, having no channel to ask on).
     pauses: tuple[Pause, ...] | None = None
+    # (grader's perf_counter, seconds the main thread ran or waited on a run queue to run) samples: a thread a busy
+    # machine starves is runnable meanwhile, a thread that sleeps is not (empty where not readable).
+    runnable: Sequence[tuple[float, float]] = field(default_factory=tuple)
 
 
 class Timeline:
@@ -363,6 +366,7 @@ def _timeline(events: Sequence[Event], measured: Measured) -> str:
     if measured.clock_origin is None or len(measured.timeline) < 2:
         return ""
     timeline = Timeline(measured.timeline)
+    runnable_timeline = Timeline(measured.runnable) if len(measured.runnable) >= 2 else None
     first, last = timeline.times[0], timeline.times[-1]
     for event in filter(_is_stamped, events):
         start, end = _seconds(event["start"]), _seconds(event["end"])
@@ -382,7 +386,9 @@ def _timeline(events: Sequence[Event], measured: Measured) -> str:
         length = compute[1] - compute[0]
         if event["type"] == "generate" and _torch_on_cpu(event) and not event["error"] and length >= RUN_MIN_INTERVAL_S:
             ran = timeline.cpu_between(*compute)
-            if ran < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
+            # Starved, not asleep: the time it waited on a run queue counts (an overloaded machine, not a forgery).
+            runnable = runnable_timeline.cpu_between(*compute) if runnable_timeline is not None else ran
+            if max(ran, runnable) < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
                 return (
                     f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's main thread ran "
                     f"{ran:.3f} s (sampled by the grader from /proc)"

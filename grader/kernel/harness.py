@@ -404,6 +404,7 @@ class Harness:
             self._clock_origin(),
             self._price(request),
             pauses=tuple(pauses.pauses) if served else None,
+            runnable=tuple(sampler.runnable),
         )
         events, unserved = attribute_pauses(outcome.events, evidence)
         outcome = replace(outcome, events=events)

@@ -27,6 +27,9 @@ class CpuSampler:
         self.path = path
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
+        # (grader's clock, seconds the thread ran or waited to run: schedstat's second field is its time runnable on a
+        # run queue). A thread starved by a busy machine waits there; one that sleeps (a forgery's pause) does not.
+        self.runnable: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None  # the file, kept open and read again from its start (cheaper than reopening)
@@ -35,10 +38,13 @@ class CpuSampler:
         if self._fd is None:
             return False
         try:
-            running_ns = int(os.pread(self._fd, 128, 0).split()[0])
+            fields = os.pread(self._fd, 128, 0).split()
+            running_ns, waiting_ns = int(fields[0]), int(fields[1])
         except (OSError, ValueError, IndexError):
             return False
-        self.samples.append((time.perf_counter(), running_ns / 1e9))
+        moment = time.perf_counter()
+        self.samples.append((moment, running_ns / 1e9))
+        self.runnable.append((moment, (running_ns + waiting_ns) / 1e9))
         return True
 
     def _run(self) -> None:
