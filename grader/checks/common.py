@@ -199,7 +199,7 @@ def row_facts(label: str, row: Mapping[Any, Any]) -> list[Fact]:
     facts = []
     for column, value in row.items():
         found = column_metric(str(column))
-        if found is not None and is_number(value) and not isinstance(value, bool):
+        if found is not None and is_number(value):
             metric, unit, factor = found
             facts.append(Fact(label=label, metric=metric, value=float(value) * factor, unit=unit))
     return facts

@@ -388,7 +388,7 @@ def _timeline(events: Sequence[Event], measured: Measured) -> str:
             ran = timeline.cpu_between(*compute)
             # Starved, not asleep: the time it waited on a run queue counts (an overloaded machine, not a forgery).
             runnable = runnable_timeline.cpu_between(*compute) if runnable_timeline is not None else ran
-            if max(ran, runnable) < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
+            if runnable < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
                 return (
                     f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's main thread ran "
                     f"{ran:.3f} s (sampled by the grader from /proc)"

@@ -26,7 +26,7 @@ def similarity_reports(
     results: Sequence[SubmissionResult], notebooks: Mapping[str, Path], starters: Mapping[str, Path]
 ) -> list[SimilarityReport]:
     """Per assignment with two or more graded notebooks, the pairs whose own code is alike (grader/reports/similarity.py)."""
-    from grader.reports.similarity import DEFAULT_THRESHOLD, similar_pairs, unfilled  # (copydetect: class reports only)
+    from grader.reports.similarity import DEFAULT_THRESHOLD, compare_class  # (copydetect: class reports only)
 
     by_assignment: dict[str, dict[str, Path]] = {}
     for result in results:
@@ -39,8 +39,7 @@ def similarity_reports(
             continue
         starter = starters.get(assignment)
         try:
-            left_out = unfilled(paths, starter)
-            pairs = similar_pairs(paths, starter)
+            pairs, left_out = compare_class(paths, starter)
         except Exception as error:  # a notebook it cannot read must not cost the class its reports
             problem = f"the notebooks could not be compared ({type(error).__name__}: {error})"
             reports.append(SimilarityReport(assignment, 0, DEFAULT_THRESHOLD, (), (), problem))

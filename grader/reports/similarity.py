@@ -1,6 +1,6 @@
 """Similar submissions: the pairs of one assignment's notebooks whose filled-in code is unusually alike.
 
-:func:`similar_pairs` ranks the pairs of a class's submissions by how much of their own code matches, most similar
+:func:`compare_class` (and :func:`similar_pairs`) ranks the pairs of a class's submissions by how much of their own code matches, most similar
 first, with the matching regions side by side (:class:`SimilarPair`, :class:`Region`); :func:`filled_in_code` is the
 text those regions' line numbers refer to; :func:`unfilled` names the submissions left out for having almost no code.
 
@@ -427,7 +427,7 @@ def _region(a: _Code, b: _Code, run: _Run) -> Region:
     )
 
 
-def similar_pairs(
+def compare_class(
     submissions: Mapping[str, Path],
     starter: Path | None,
     *,
@@ -436,20 +436,23 @@ def similar_pairs(
     window: int = DEFAULT_WINDOW,
     min_tokens: int = MIN_TOKENS,
     common: float = DEFAULT_COMMON,
-) -> list[SimilarPair]:
+) -> tuple[list[SimilarPair], list[str]]:
     """The pairs of submissions (id -> notebook) whose filled-in code is alike, most similar first, those whose score
-    reaches ``threshold`` only. ``k``: tokens in a fingerprinted k-gram (the shortest match that counts); ``window``:
-    winnowing window (any match of ``k + window - 1`` tokens or more is found; above 1, scores vary from run to run).
-    Submissions with fewer than ``min_tokens`` (or ``k``) tokens of filled-in code are left out (see :func:`unfilled`).
-    Fingerprints that the starter holds, or that more than ``max(2, common * n)`` of the ``n`` submissions besides the
-    two compared hold, are not evidence and are dropped; so a pair's score depends on its class."""
+    reaches ``threshold`` only; and the submissions left out, with fewer than ``min_tokens`` (or ``k``) tokens of
+    filled-in code (each notebook is read once for both). ``k``: tokens in a fingerprinted k-gram (the shortest match
+    that counts); ``window``: winnowing window (any match of ``k + window - 1`` tokens or more is found; above 1,
+    scores vary from run to run). Fingerprints that the starter holds, or that more than ``max(2, common * n)`` of the
+    ``n`` submissions besides the two compared hold, are not evidence and are dropped; so a pair's score depends on
+    its class."""
     given = _given(starter)
     alphabet = _Alphabet()
     codes: dict[str, _Code] = {}
     prints: dict[str, Any] = {}
+    left_out: list[str] = []
     for name in sorted(submissions):
         code = _normalise(submissions[name], given)
         if len(code.tokens) < max(min_tokens, k):
+            left_out.append(name)
             continue
         codes[name] = code
         prints[name] = _fingerprint(name, alphabet.encode(code.tokens), k, window)
@@ -477,10 +480,14 @@ def similar_pairs(
             regions = tuple(_region(codes[a], codes[b], run) for run in _runs(prints[a], prints[b], k))
             pairs.append(SimilarPair(a, b, score, share_a, share_b, regions))
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
-    return pairs
+    return pairs, left_out
+
+
+def similar_pairs(submissions: Mapping[str, Path], starter: Path | None, **options: Any) -> list[SimilarPair]:
+    """The pairs of :func:`compare_class` (its options, by keyword)."""
+    return compare_class(submissions, starter, **options)[0]
 
 
 def unfilled(submissions: Mapping[str, Path], starter: Path | None, *, min_tokens: int = MIN_TOKENS) -> list[str]:
     """The submissions that :func:`similar_pairs` leaves out: fewer than ``min_tokens`` tokens of filled-in code."""
-    given = _given(starter)
-    return sorted(name for name, path in submissions.items() if len(_normalise(path, given).tokens) < min_tokens)
+    return compare_class(submissions, starter, min_tokens=min_tokens)[1]
