@@ -404,7 +404,7 @@ def test_the_class_reports_link_a_similarity_page_that_shows_the_copy_side_by_si
     results = [SubmissionResult(name, str(path), "perplexity", checks=(check,)) for name, path in sorted(notebooks.items())]
     write_class_reports(results, tmp_path, notebooks=notebooks, starters={"perplexity": starter_of("perplexity")})
     page = (tmp_path / SIMILARITY_FILE).read_text()
-    assert "1 pair at or above" in page and f'href="{original}/feedback-instructor.html"' in page
+    assert "1 pair at or above 75%" in page and f'href="{original}/feedback-instructor.html"' in page
     assert 'href="disguised/feedback-instructor.html"' in page and "side-by-side" in page
     listed = {name for name in notebooks if f'href="{name}/feedback-instructor.html"' in page}
     assert listed == {original, "disguised"}  # no independent pair

@@ -54,6 +54,11 @@ def _percent(value: float) -> str:
     return f"{value:.0f}%"
 
 
+def _share(value: float) -> str:
+    """A fraction (0 to 1) as a percentage, rounded to a whole number (0.75 -> '75%')."""
+    return _percent(100 * value)
+
+
 def _seconds(value: float) -> str:
     """A duration as a person reads it: '4.2 s', '56 s', '3.1 min'."""
     if value >= 120:
@@ -98,6 +103,7 @@ def _environment() -> Environment:
     environment.filters["points"] = _points
     environment.filters["pts"] = _pts
     environment.filters["percent"] = _percent
+    environment.filters["share"] = _share
     environment.filters["seconds"] = _seconds
     environment.filters["data_uri"] = _data_uri
     environment.filters["problems_summary"] = problems_summary
