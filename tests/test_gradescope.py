@@ -73,6 +73,7 @@ def test_the_solution_gets_full_marks_with_hidden_checks_after_publishing(
     results, stdout = run_autograder(autograder, zoo)
     assert results.score == results.max_score == here("perplexity", 20)
     assert results.execution_time > 0
+    assert 0 < results.extra_data["first_cell_s"] < results.execution_time  # taken to its first cell (the benchmark's row)
     assert results.by_id()["loss-hidden"].visibility == "after_published"
     assert results.by_id()["loss-public"].visibility == "visible"
     # The output states the public score only: students do not see their total while tests are hidden.

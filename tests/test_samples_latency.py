@@ -82,3 +82,11 @@ def test_timing_feedback_links_the_seeds_docs(graded: Path) -> None:
     page = (graded / "mistake-unlabelled-plots" / "feedback.html").read_text()
     assert "has no xlabel or ylabel" in page and "https://matplotlib.org/stable/users/explain/quick_start.html" in page
     assert "latency_s is the timed generate call" not in page  # a hidden check
+
+
+def test_the_throughput_benchmark_reads_how_kernels_started_and_their_first_cells(graded: Path) -> None:
+    """benchmarks/throughput.py reads these from a run's gradebook (it once broke unnoticed: nothing ran it)."""
+    from benchmarks.throughput import first_cell_median, launch_modes
+
+    assert launch_modes(graded).startswith("Kernels: ") and "(" in launch_modes(graded)
+    assert 0 < first_cell_median(graded) < results(graded, "solution").execution_time

@@ -160,7 +160,7 @@ class Grader:
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
-        session = self.kernels.take(warm_next=more_to_come)
+        session = self.kernels.take(warm_next=False)  # the next one is started once this one has run its first cell
         kernel_start = ""
         if self.sandbox is not None:
             kernel_start = kernel_start_text(session.mode, self.kernels.why_launched)
@@ -185,7 +185,11 @@ class Grader:
                         f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
                     )
                 execution = session.cells.run(
-                    notebook, limits.cell_timeout_s, limits.notebook_timeout_s, limits.max_output_kib * 1024
+                    notebook,
+                    limits.cell_timeout_s,
+                    limits.notebook_timeout_s,
+                    limits.max_output_kib * 1024,
+                    after_first_cell=self.kernels.prepare_next if more_to_come else None,
                 )
                 if not session.alive:
                     kernel_problem = f"The checks could not call your code: {session.dead_reason or 'the kernel stopped'}."
@@ -217,6 +221,7 @@ class Grader:
             sandbox_warning=sandbox_warning,
             kernel_start=kernel_start,
             duration_s=time.monotonic() - started,
+            first_cell_s=None if execution is None or execution.first_cell_at is None else execution.first_cell_at - started,
             environment=environment,
             provenance=provenance(path, assignment, self.seed, self.zoo),
         )

@@ -5,6 +5,7 @@ notebook's time budget, keeping what each cell printed and every problem."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ class ExecutionRecord:
     cells_run: int
     kernel_alive: bool
     notebook_timed_out: bool = False
+    first_cell_at: float | None = None  # time.monotonic() when the first code cell was sent to the kernel
 
 
 class CellRunner:
@@ -36,10 +38,16 @@ class CellRunner:
         self.session = session
 
     def run(
-        self, notebook: Any, cell_timeout_s: float, notebook_timeout_s: float, max_output_bytes: int | None = None
+        self,
+        notebook: Any,
+        cell_timeout_s: float,
+        notebook_timeout_s: float,
+        max_output_bytes: int | None = None,
+        after_first_cell: Callable[[], None] | None = None,
     ) -> ExecutionRecord:
         """Run every code cell in order, past errors and timeouts, within the notebook's budget
-        (keeping at most ``max_output_bytes`` of outputs)."""
+        (keeping at most ``max_output_bytes`` of outputs); call ``after_first_cell`` once the first code cell has run
+        (or the notebook has none)."""
         session = self.session
         client = session.client()
         client.nb = notebook
@@ -56,6 +64,8 @@ class CellRunner:
         deadline = started + notebook_timeout_s
         cells_run = 0
         notebook_timed_out = False
+        first_cell_at: float | None = None
+        first_cell_done = False
         code_cells = [(i, cell) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
         for position, (index, cell) in enumerate(code_cells):
             remaining = deadline - time.monotonic()
@@ -68,6 +78,8 @@ class CellRunner:
                 break
             budget = min(cell_timeout_s, remaining)
             client.timeout = max(1, int(budget))
+            if first_cell_at is None:
+                first_cell_at = time.monotonic()
             try:
                 client.execute_cell(cell, index)
                 cells_run += 1
@@ -103,6 +115,11 @@ class CellRunner:
                     notebook_timed_out = True
             else:
                 problems.extend(_cell_errors(index, cell))
+            if position == 0 and after_first_cell is not None:
+                after_first_cell()
+                first_cell_done = True
+        if after_first_cell is not None and not first_cell_done:  # no code cell, or the first one ended the run
+            after_first_cell()
         problems = [problem for problem in problems if problem.kind != "not-run" or problem.message]
         return ExecutionRecord(
             notebook=notebook,
@@ -111,6 +128,7 @@ class CellRunner:
             cells_run=cells_run,
             kernel_alive=session.alive,
             notebook_timed_out=notebook_timed_out,
+            first_cell_at=first_cell_at,
         )
 
 

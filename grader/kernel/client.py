@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
+from queue import Empty
 from typing import Any
 
 import nbformat
+from jupyter_client.asynchronous import AsyncKernelClient
 from nbclient import NotebookClient
 
 MAX_TRACEBACK_CHARS = 20_000
@@ -23,6 +26,53 @@ def strip_ansi(text: str) -> str:
 def describe_error(error: BaseException) -> str:
     """An exception as one line: its type, and its message where it has one."""
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+IOPUB_SETTLE_S = 0.2  # how long a kernel_info request's "idle" status may take to arrive on a connected IOPub
+
+
+class ReadyKernelClient(AsyncKernelClient):
+    """A kernel client that knows its kernel is ready as soon as it is, not 0.2 s later.
+
+    jupyter_client's ``wait_for_ready`` ends by reading IOPub until it has been quiet for 0.2 s (to drop the
+    statuses of its own ``kernel_info`` requests), which every submission paid before its first cell. Here the
+    wait ends when the last request's own "idle" status arrives: IOPub is connected (a subscriber that joined
+    late misses the first requests' statuses, so the request is sent again, as jupyter_client does), and
+    everything the kernel published before it has been read.
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        """Send ``kernel_info`` until it is answered on the shell channel and its statuses arrive on IOPub."""
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            request = self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply" and await self._idle_after(request):
+                self._handle_kernel_info_reply(reply)
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    async def _idle_after(self, request: str) -> bool:
+        """Whether request ``request``'s "idle" status arrives on IOPub (reading everything published before it)."""
+        until = time.monotonic() + IOPUB_SETTLE_S
+        while (remaining := until - time.monotonic()) > 0:
+            try:
+                message = await self.iopub_channel.get_msg(timeout=remaining)
+            except Empty:
+                return False
+            if (
+                message["parent_header"].get("msg_id") == request
+                and message["msg_type"] == "status"
+                and message["content"].get("execution_state") == "idle"
+            ):
+                return True
+        return False
 
 
 class BoundedNotebookClient(NotebookClient):

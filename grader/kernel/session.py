@@ -32,7 +32,7 @@ from grader import scratch
 from grader.errors import KernelError
 from grader.kernel.cells import CellRunner
 from grader.kernel.channel import RequestChannel
-from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient
+from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient, ReadyKernelClient
 from grader.kernel.measure import CpuSampler
 from grader.kernel.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 from grader.kernel.templates import ZOO_VIEW, TemplateClient, zoo_viewed_env
@@ -148,6 +148,7 @@ class KernelSession:
             kernel_spec_manager=spec_manager,
             **transport,
             connection_file=str(connection_file),
+            client_factory=ReadyKernelClient,
         )
         # Every socket of this kernel's clients refuses a message larger than this before it is
         # read, let alone parsed (the sender is disconnected instead): a kernel cannot make the

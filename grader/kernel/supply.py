@@ -76,10 +76,16 @@ class KernelSupply:
         session, self._next = self._next, None
         if session is None or session.launched_at is None:
             session = self._launch()
-        if self.warm and warm_next:
+        if warm_next:
+            self.prepare_next()
+        return session
+
+    def prepare_next(self) -> None:
+        """Start the next submission's kernel now (with ``warm``), unless one is ready: a grader calls this once its
+        current kernel runs, so that starting the next one does not delay the current submission's first cell."""
+        if self.warm and self._next is None:
             with contextlib.suppress(KernelError):  # a failed warm start costs only its time
                 self._next = self._launch()
-        return session
 
     def close(self) -> None:
         """Stop the kernel kept warm, if any, and remove its working folder; stop the template."""

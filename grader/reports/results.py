@@ -92,6 +92,7 @@ class SubmissionResult:
     sandbox_warning: str = ""  # how the kernel's isolation fell short of the sandbox's, when it did
     kernel_start: str = ""  # how its kernel was started: forked from a template, or launched (and why)
     duration_s: float = 0.0
+    first_cell_s: float | None = None  # from taking the submission to sending its first code cell to the kernel
     environment: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)  # hashes, versions, seed
 
@@ -222,6 +223,7 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "notes": list(result.notes),
             "warnings": list(result.warnings),
             "internal_error": result.internal_error,
+            "first_cell_s": None if result.first_cell_s is None else round(result.first_cell_s, 3),
             "flags": result.flags(),
             "cell_problems": [
                 {"cell": problem.cell_index + 1, "kind": problem.kind, "message": problem.message, "traceback": problem.traceback}
