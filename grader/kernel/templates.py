@@ -25,11 +25,19 @@ ZOO_VIEW = "/llm-grader/zoo"  # where a sandboxed kernel sees the model zoo (one
 # and what the grader's runtime patches. Only ``sys.modules`` changes; no name is bound.
 PRELOAD = ("torch", "transformers", "transformers.generation.utils", "transformers.modeling_utils")
 # What a kernel template imports besides, where installed: the course's other common imports
-# (pandas, matplotlib with its font list), free to a forked kernel, about half a second of CPU
-# to each notebook that imports them itself. Not ``matplotlib.pyplot`` (it hooks into the
-# IPython it is imported in), nor Optimum's ONNX Runtime models or bitsandbytes (importing them
+# (pandas, matplotlib with its font list, the Agg renderer and figures that every inline plot is drawn with,
+# and the tiny models' GPT-2 code), free to a forked kernel, about half a second of CPU to each notebook that imports
+# them itself. Not ``matplotlib.pyplot`` or ``matplotlib_inline`` (they hook into the IPython they are first
+# imported in, which a template has not got), nor Optimum's ONNX Runtime models or bitsandbytes (importing them
 # starts a thread, and a process with threads cannot be forked safely).
-TEMPLATE_EXTRAS = ("pandas", "matplotlib", "matplotlib.font_manager")
+TEMPLATE_EXTRAS = (
+    "pandas",
+    "matplotlib",
+    "matplotlib.font_manager",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "transformers.models.gpt2.modeling_gpt2",
+)
 # Imported by a template only where torch was built for CPUs alone: bitsandbytes (about a second of CPU to
 # each ptq-bnb kernel, its kernels compiled with torch.compile at import) asks torch for GPUs when imported, and
 # a process that has started a GPU driver cannot fork a kernel that uses it. It starts no thread on one thread.
