@@ -38,6 +38,7 @@ import psutil
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's grader (the one its `grade` runs use), not another installed copy
 
 
 def make_copies(assignment: str, count: int, folder: Path) -> list[Path]:
