@@ -12,12 +12,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from queue import Empty
 
 import psutil
 import pytest
+from jupyter_core.utils import run_sync
 
 from grader.authoring import make_notebook
 from grader.grading.grader import Grader
+from grader.kernel.client import ReadyKernelClient
 from grader.kernel.sandbox import WARNING_PREFIX, sandbox_notices
 from grader.kernel.session import KernelSession
 from grader.kernel.supply import KernelSupply
@@ -249,3 +252,30 @@ def test_the_run_says_how_its_kernels_were_started() -> None:
         "launched afresh (the kernel template could not start: boom) (1)."
     )
     assert notices[0].startswith(WARNING_PREFIX)
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "launched"])
+def test_a_kernel_is_ready_with_its_readiness_messages_read(grader: Grader, fork: bool) -> None:
+    """A kernel is taken as ready when its kernel_info request's "idle" status arrives, not after 0.2 s of quiet
+    on IOPub (jupyter_client's wait, which every submission paid before its first cell): nothing of the
+    readiness requests is left for the first cell to read, and the first cell runs as before."""
+    supply = KernelSupply(grader.kernels.env, warm=False, sandbox=grader.sandbox, fork=fork)
+    try:
+        with taken(supply) as session:
+            kc = session.client().kc
+            assert isinstance(kc, ReadyKernelClient)
+
+            async def left_on_iopub() -> list[str]:
+                left = []
+                with contextlib.suppress(Empty):
+                    while True:
+                        message = await kc.iopub_channel.get_msg(timeout=0.5)
+                        left.append(f"{message['msg_type']}: {message['content']}")
+                return left
+
+            assert run_sync(left_on_iopub)() == []
+            notebook = make_notebook(None, [("code", "print(6 * 7)")])
+            assert session.cells.run(notebook, 30, 60).problems == ()
+            assert notebook.cells[0].outputs[0]["text"] == "42\n"
+    finally:
+        supply.close()

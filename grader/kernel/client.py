@@ -10,6 +10,7 @@ from queue import Empty
 from typing import Any
 
 import nbformat
+from jupyter_client import AsyncKernelManager
 from jupyter_client.asynchronous import AsyncKernelClient
 from nbclient import NotebookClient
 
@@ -73,6 +74,17 @@ class ReadyKernelClient(AsyncKernelClient):
             ):
                 return True
         return False
+
+
+class PromptKernelManager(AsyncKernelManager):
+    """A kernel manager that sees its killed kernel gone within 10 ms, not 100 ms.
+
+    After killing a kernel, jupyter_client polls whether its process is still alive every 0.1 s, and a process
+    that is killed never ends before the first poll: every submission's kernel cost a tenth of a second to stop.
+    """
+
+    async def _async_wait(self, pollinterval: float = 0.01) -> None:
+        await super()._async_wait(pollinterval)
 
 
 class BoundedNotebookClient(NotebookClient):

@@ -24,7 +24,6 @@ from typing import Literal
 import nbformat
 import psutil
 import zmq
-from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.utils import run_sync
 
@@ -32,7 +31,7 @@ from grader import scratch
 from grader.errors import KernelError
 from grader.kernel.cells import CellRunner
 from grader.kernel.channel import RequestChannel
-from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient, ReadyKernelClient
+from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient, PromptKernelManager, ReadyKernelClient
 from grader.kernel.measure import CpuSampler
 from grader.kernel.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
 from grader.kernel.templates import ZOO_VIEW, TemplateClient, zoo_viewed_env
@@ -85,7 +84,7 @@ class KernelSession:
         self.sandbox = sandbox
         self._runtime_dir = scratch.mkdtemp("kernel")
         self._client: BoundedNotebookClient | None = None
-        self._km: AsyncKernelManager | None = None
+        self._km: PromptKernelManager | None = None
         self._connected = False
         self.dead_reason: str | None = None
         self.launched_at: float | None = None
@@ -143,7 +142,7 @@ class KernelSession:
         }
         (kernels / "kernel.json").write_text(json.dumps(spec))
         spec_manager = KernelSpecManager(kernel_dirs=[str(self._runtime_dir / "kernels")])
-        self._km = AsyncKernelManager(
+        self._km = PromptKernelManager(
             kernel_name=KERNEL_NAME,
             kernel_spec_manager=spec_manager,
             **transport,
