@@ -279,3 +279,35 @@ def test_a_kernel_is_ready_with_its_readiness_messages_read(grader: Grader, fork
             assert notebook.cells[0].outputs[0]["text"] == "42\n"
     finally:
         supply.close()
+
+
+def test_the_next_kernel_is_started_once_the_first_cell_has_run(grader: Grader) -> None:
+    """The grader forks the next submission's kernel after this one's first cell (``after_first_cell``), not before
+    this one starts: the hook runs once, between the first and second cells, and also for a notebook whose first
+    cell ends the run or that has no code at all."""
+    supply = KernelSupply(grader.kernels.env, warm=True, sandbox=grader.sandbox)
+    try:
+        with taken(supply) as session:
+            notebook = make_notebook(None, [("markdown", "# Q1"), ("code", "print(1)"), ("code", "print(2)")])
+            seen: list[tuple[int, int]] = []
+
+            def started() -> None:
+                seen.append((len(notebook.cells[1].outputs), len(notebook.cells[2].get("outputs", []))))
+                supply.prepare_next()
+
+            assert session.cells.run(notebook, 30, 60, after_first_cell=started).problems == ()
+            assert seen == [(1, 0)]
+            warm = supply._next
+            assert warm is not None and warm.launched_at is not None
+            supply.prepare_next()  # one warm kernel at most
+            assert supply._next is warm
+        with taken(supply) as session:
+            assert session is warm  # the next take gets it
+            calls: list[str] = []
+            empty = make_notebook(None, [("markdown", "nothing to run")])
+            session.cells.run(empty, 30, 60, after_first_cell=lambda: calls.append("empty"))
+            dying = make_notebook(None, [("code", "import os; os._exit(1)"), ("code", "print(2)")])
+            session.cells.run(dying, 30, 60, after_first_cell=lambda: calls.append("died"))
+            assert calls == ["empty", "died"]
+    finally:
+        supply.close()
