@@ -90,11 +90,12 @@ def test_a_warm_kernel_is_preloaded_clean_and_serves_one_submission(tmp_path: Pa
     supply = KernelSupply(os.environ, warm=True, preload=("json", "email.mime.text"))
     taken: list[KernelSession] = []
     try:
-        first = supply.take(warm_next=True)  # launches the next one at once
-        second = supply.take(warm_next=False)
+        first = supply.take()
+        supply.prepare_next()  # launches the next one at once
+        second = supply.take()
         taken += [first, second]
         assert first is not second and first.workdir != second.workdir
-        third = supply.take(warm_next=False)
+        third = supply.take()
         taken.append(third)
         assert third is not second  # never handed out twice
         third.close()

@@ -80,7 +80,7 @@ def policy_in_frames():
 @contextlib.contextmanager
 def taken(supply: KernelSupply) -> Iterator[KernelSession]:
     """A kernel of ``supply``, connected; its working folder goes with it, as the grader removes a submission's."""
-    session = supply.take(warm_next=False)
+    session = supply.take()
     try:
         with session:
             yield session

@@ -160,7 +160,7 @@ class Grader:
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
-        session = self.kernels.take(warm_next=False)  # the next one is started once this one has run its first cell
+        session = self.kernels.take()  # the next one is started once this one has run its first cell
         kernel_start = ""
         if self.sandbox is not None:
             kernel_start = kernel_start_text(session.mode, self.kernels.why_launched)

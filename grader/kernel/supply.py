@@ -71,13 +71,12 @@ class KernelSupply:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
 
-    def take(self, warm_next: bool = True) -> KernelSession:
-        """A launched kernel for one submission (connect it with ``with session:``)."""
+    def take(self) -> KernelSession:
+        """A launched kernel for one submission (connect it with ``with session:``): the warm one, if any; the next
+        one is started by :meth:`prepare_next`."""
         session, self._next = self._next, None
         if session is None or session.launched_at is None:
             session = self._launch()
-        if warm_next:
-            self.prepare_next()
         return session
 
     def prepare_next(self) -> None:
