@@ -31,11 +31,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import nbformat
 import psutil
 from nbclient import NotebookClient
+
+if TYPE_CHECKING:
+    from grader.reports.results import SubmissionResult
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's grader (the one its `grade` runs use), not another installed copy
@@ -119,7 +122,7 @@ def timed_grade(folder: Path, out: Path, workers: int, env: dict[str, str] | Non
     return elapsed, memory
 
 
-def graded(out: Path) -> list[Any]:
+def graded_results(out: Path) -> list[SubmissionResult]:
     """The run's results, as its gradebook holds them."""
     from grader.scale.batch import GRADEBOOK_NAME
     from grader.scale.gradebook import Gradebook
@@ -128,18 +131,18 @@ def graded(out: Path) -> list[Any]:
         return gradebook.results()
 
 
-def launch_modes(out: Path) -> str:
+def launch_modes(results: list[SubmissionResult]) -> str:
     """How the run's kernels were started (forked from a template, or launched): the run's own notice."""
     from grader.kernel.sandbox import sandbox_notices
 
-    return next((notice for notice in sandbox_notices(graded(out)) if notice.startswith("Kernels: ")), "no note")
+    return next((notice for notice in sandbox_notices(results) if notice.startswith("Kernels: ")), "no note")
 
 
-def first_cell_median(out: Path) -> float:
+def first_cell_median(results: list[SubmissionResult]) -> float:
     """The median of the run's seconds from taking a submission to sending its first cell to the kernel."""
-    measured = [result.first_cell_s for result in graded(out) if result.first_cell_s is not None]
+    measured = [result.first_cell_s for result in results if result.first_cell_s is not None]
     if not measured:
-        raise SystemExit(f"no result in {out} says when its first cell ran")
+        raise SystemExit("no result of the run says when its first cell ran")
     return statistics.median(measured)
 
 
@@ -166,11 +169,13 @@ def main() -> None:
         print(f"grade --workers 1                : {one:7.1f} s  ({one / args.n:.2f} s per notebook)")
         many, memory = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"grade --workers {args.workers:<2}               : {many:7.1f} s  ({many / args.n:.2f} s per notebook)")
-        print(f"  {launch_modes(Path(scratch) / 'many')}")
+        forked = graded_results(Path(scratch) / "many")
+        print(f"  {launch_modes(forked)}")
         launched, _ = timed_grade(folder, Path(scratch) / "launched", args.workers, {"GRADER_LAUNCH_KERNELS": "1"})
         print(f"grade --workers {args.workers:<2}, launched     : {launched:7.1f} s  ({launched / args.n:.2f} s per notebook)")
-        print(f"  {launch_modes(Path(scratch) / 'launched')}")
-        first_forked, first_launched = first_cell_median(Path(scratch) / "many"), first_cell_median(Path(scratch) / "launched")
+        launched_results = graded_results(Path(scratch) / "launched")
+        print(f"  {launch_modes(launched_results)}")
+        first_forked, first_launched = first_cell_median(forked), first_cell_median(launched_results)
         print(f"taken to first cell (median)     : {first_forked:7.2f} s forked, {first_launched:.2f} s launched")
         again, _ = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"unchanged regrade                : {again:7.1f} s")

@@ -86,7 +86,8 @@ def test_timing_feedback_links_the_seeds_docs(graded: Path) -> None:
 
 def test_the_throughput_benchmark_reads_how_kernels_started_and_their_first_cells(graded: Path) -> None:
     """benchmarks/throughput.py reads these from a run's gradebook (it once broke unnoticed: nothing ran it)."""
-    from benchmarks.throughput import first_cell_median, launch_modes
+    from benchmarks.throughput import first_cell_median, graded_results, launch_modes
 
-    assert launch_modes(graded).startswith("Kernels: ") and "(" in launch_modes(graded)
-    assert 0 < first_cell_median(graded) < results(graded, "solution").execution_time
+    run = graded_results(graded)
+    assert launch_modes(run).startswith("Kernels: ") and "(" in launch_modes(run)
+    assert 0 < first_cell_median(run) < results(graded, "solution").execution_time
