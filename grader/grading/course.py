@@ -12,6 +12,7 @@ so that a course passed with ``--course`` brings its assignments whole.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -19,14 +20,16 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pydantic import BaseModel
 
 from grader.checks import CheckKind, load_registry
-from grader.errors import CourseError, UsageError
+from grader.discover.notebook import Identification, identify_assignment, read_notebook
+from grader.errors import CourseError, GraderError, UsageError
 from grader.grading.reference import ReferenceModels, load_reference_module
 from grader.grading.replay import RECORDED_FILE, Recording, ReferenceSide
-from grader.grading.rubric import Rubric, load_rubric
+from grader.grading.rubric import Limits, Rubric, load_rubric
 
 ASSIGNMENTS_DIR = "assignments"
 RUBRIC_FILE = "rubric.yaml"
@@ -215,6 +218,34 @@ class Course:
     def all(self) -> list[Assignment]:
         """Every assignment, validated."""
         return [self.assignment(name) for name in self.names()]
+
+    def identify(self, notebook: Any) -> Identification:
+        """The assignment a notebook belongs to (metadata first, then the names it defines)."""
+        candidates = [
+            (assignment.name, [*assignment.rubric.identify.functions, *assignment.rubric.identify.variables])
+            for assignment in self.all()
+        ]
+        return identify_assignment(notebook, candidates)
+
+    def max_notebook_bytes(self, name: str | None) -> int:
+        """The size limit for a notebook: its assignment's, or the largest any readable assignment allows."""
+        limits = []
+        for candidate in [name] if name is not None else self.names():
+            with contextlib.suppress(GraderError):
+                limits.append(self.assignment(candidate).rubric.limits.max_notebook_mib)
+        if not limits and name is not None:
+            return self.max_notebook_bytes(None)
+        return max(limits or [Limits().max_notebook_mib]) * 1024**2
+
+    def assignment_of(self, path: Path, name: str | None = None) -> Assignment | None:
+        """The assignment the notebook at ``path`` is graded as (``name``, else recognised); None where it cannot
+        be read or recognised (grading it then says why)."""
+        try:
+            if name is None:
+                name = self.identify(read_notebook(path, max_bytes=self.max_notebook_bytes(None))).assignment
+            return self.assignment(name)
+        except GraderError:
+            return None
 
 
 def _hidden_only_kinds_stay_hidden(

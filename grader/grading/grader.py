@@ -8,7 +8,6 @@ comparing them with the reference in this process), and the verdicts become a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import secrets
@@ -20,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
-from grader.discover.notebook import Identification, identify_assignment, read_notebook
+from grader.discover.notebook import read_notebook
 from grader.errors import GraderError, KernelError
 from grader.grading.course import Assignment, Course
-from grader.grading.kernels import SharedKernels, all_limits, kernel_environment, sandbox_policy
+from grader.grading.kernels import SharedKernels, kernel_environment, sandbox_policy
 from grader.grading.provenance import provenance
 from grader.grading.reference import ReferenceModels
 from grader.grading.replay import NotRecorded, ReferenceFunctions, ReferenceSide, recorded_elsewhere
@@ -83,16 +82,6 @@ class Grader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---------------------------------------------------------------- identification
-
-    def identify(self, notebook: Any) -> Identification:
-        """The assignment a notebook belongs to (metadata first, then the names it defines)."""
-        candidates = [
-            (assignment.name, [*assignment.rubric.identify.functions, *assignment.rubric.identify.variables])
-            for assignment in self.course.all()
-        ]
-        return identify_assignment(notebook, candidates)
-
     # ---------------------------------------------------------------- grading
 
     def grade(
@@ -146,10 +135,10 @@ class Grader:
     def _grade(
         self, path: Path, submission_id: str, assignment_name: str | None, started: float, more_to_come: bool
     ) -> SubmissionResult:
-        notebook = read_notebook(path, max_bytes=self._max_notebook_bytes(assignment_name))
+        notebook = read_notebook(path, max_bytes=self.course.max_notebook_bytes(assignment_name))
         notes = []
         if assignment_name is None:
-            identification = self.identify(notebook)
+            identification = self.course.identify(notebook)
             assignment_name = identification.assignment
             notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
         notes.append(self.sandbox.isolation.summary if self.sandbox is not None else UNSANDBOXED_NOTE)
@@ -327,10 +316,3 @@ class Grader:
         if self.settings.targets:
             checks = [check for check in checks if check.target in self.settings.targets]
         return checks
-
-    def _max_notebook_bytes(self, assignment_name: str | None) -> int:
-        """The size limit for a notebook: its assignment's, or the largest any assignment allows."""
-        if assignment_name is not None:
-            with contextlib.suppress(GraderError):
-                return self.course.assignment(assignment_name).rubric.limits.max_notebook_mib * 1024**2
-        return max(limits.max_notebook_mib for limits in all_limits(self.course)) * 1024**2
