@@ -93,6 +93,7 @@ class SubmissionResult:
     kernel_start: str = ""  # how its kernel was started: forked from a template, or launched (and why)
     duration_s: float = 0.0
     first_cell_s: float | None = None  # from taking the submission to sending its first code cell to the kernel
+    node: str = ""  # the machine that graded it: its host name, and on a Ray cluster the node's id
     environment: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)  # hashes, versions, seed
 
@@ -102,6 +103,16 @@ class SubmissionResult:
     ) -> SubmissionResult:
         """A result for a submission that could not be graded, saying why."""
         return cls(submission_id=submission_id, source=source, assignment=assignment, error=error, **fields)
+
+    @property
+    def device(self) -> str:
+        """What its kernel ran on: "cpu", or "cuda" and the GPU's name ("" when no kernel started)."""
+        if not self.environment:
+            return ""
+        if self.environment.get("cuda_available"):
+            names = self.environment.get("cuda_devices") or []
+            return f"cuda ({names[0]})" if names else "cuda"
+        return "cpu"
 
     @property
     def score(self) -> float:
@@ -224,6 +235,8 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "warnings": list(result.warnings),
             "internal_error": result.internal_error,
             "first_cell_s": None if result.first_cell_s is None else round(result.first_cell_s, 3),
+            "node": result.node,
+            "device": result.device,
             "flags": result.flags(),
             "cell_problems": [
                 {"cell": problem.cell_index + 1, "kind": problem.kind, "message": problem.message, "traceback": problem.traceback}

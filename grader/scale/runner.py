@@ -15,6 +15,7 @@ import gc
 import multiprocessing
 import os
 import queue
+import socket
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -104,14 +105,28 @@ def _build_grader(config: RunConfig) -> Any:
     return Grader(*_course_and_zoo(config), config.settings, config.shared)
 
 
-def grade_tasks(tasks: Sequence[Task], config: RunConfig, workers: int) -> Iterator[SubmissionResult]:
-    """Results of every task, in the order they finish."""
+def grade_tasks(
+    tasks: Sequence[Task], config: RunConfig, workers: int, ray: str | None = None, course: Any = None
+) -> Iterator[SubmissionResult]:
+    """Results of every task, in the order they finish: here, in ``workers`` local processes, or on the Ray cluster at
+    ``ray`` (``workers`` then caps its actors, 0: no cap; ``course``: the run's course, to place each task)."""
     if not tasks:
         return
-    if workers <= 1:
+    if ray is not None:
+        from grader.scale.cluster import grade_on_ray
+
+        yield from grade_on_ray(tasks, config, ray, course, workers or None)
+    elif workers <= 1:
         yield from _grade_here(tasks, config)
     else:
         yield from _grade_in_workers(tasks, config, workers)
+
+
+def grade_task(grader: Any, task: Task, more_to_come: bool, node: str, path: Path | None = None) -> SubmissionResult:
+    """One task's result, saying which ``node`` graded it; ``path``: where its notebook is here (default: the
+    task's own path)."""
+    result = grader.grade(path or Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=more_to_come)
+    return dataclasses.replace(result, source=task.path, node=node)
 
 
 def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[SubmissionResult]:
@@ -121,9 +136,7 @@ def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[Submission
         torch.set_num_threads(config.settings.kernel_threads)
     with _build_grader(config) as grader:
         for position, task in enumerate(tasks):
-            yield grader.grade(
-                Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=position < len(tasks) - 1
-            )
+            yield grade_task(grader, task, position < len(tasks) - 1, socket.gethostname())
 
 
 def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None:
@@ -151,7 +164,7 @@ def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None
                 remaining.value -= 1
                 more = remaining.value > 0
             results.put(("started", os.getpid(), task.index, None))
-            result = grader.grade(Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=more)
+            result = grade_task(grader, task, more, socket.gethostname())
             results.put(("done", os.getpid(), task.index, result_to_json(result)))
 
 
