@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -81,6 +82,14 @@ def main() -> None:
     type=click.IntRange(min=1),
     help="Notebooks graded at once, each in its own worker process (default: from the CPUs and free memory).",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Grade on a Ray cluster instead of local workers: 'auto' (the cluster this machine is part of), "
+    "'ray://HEAD:10001', or 'local' (one started for this run); needs the [ray] extra. --workers then caps the "
+    "cluster's workers.",
+)
 @click.option("--force", is_flag=True, help="Regrade every submission, even those the gradebook holds unchanged.")
 @click.option(
     "--layout",
@@ -108,6 +117,7 @@ def run(
     seed: int | None,
     cache_dir: Path | None,
     workers: int | None,
+    ray_address: str | None,
     force: bool,
     layout: str,
     keep_workdirs: bool,
@@ -134,6 +144,7 @@ def run(
                 seed,
                 cache_dir,
                 workers,
+                ray_address,
                 force,
                 layout,
                 keep_workdirs,
@@ -373,6 +384,7 @@ def _grade(
     seed: int | None,
     cache_dir: Path | None,
     workers: int | None,
+    ray_address: str | None,
     force: bool,
     layout: str,
     keep_workdirs: bool,
@@ -409,6 +421,7 @@ def _grade(
         keep_workdirs=keep_workdirs,
         workers=workers,
         force=force,
+        ray=ray_address,
     )
     with Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -419,14 +432,27 @@ def _grade(
         transient=False,
     ) as progress:
         task = progress.add_task("Grading", total=len(discovery.found))
+        per_node: Counter[str] = Counter()  # on a cluster: how many each node graded
 
         def advance(result: SubmissionResult, reused: bool) -> None:
-            progress.update(task, description=f"{'Unchanged' if reused else 'Graded'} {result.submission_id}")
+            if reused:
+                description = f"Unchanged {result.submission_id}"
+            else:
+                per_node[result.node] += 1
+                description = f"Graded {result.submission_id}" + (
+                    f" on {result.node} ({_counts(per_node)})" if ray_address else ""
+                )
+            progress.update(task, description=description)
             progress.advance(task)
 
         outcome = grade_batch(discovery.found, course, options, advance, discovery.notices)
-        progress.update(task, description=f"Graded ({outcome.graded} graded, {outcome.reused} unchanged)")
+        spread = f"; per node: {_counts(per_node)}" if ray_address and per_node else ""
+        progress.update(task, description=f"Graded ({outcome.graded} graded, {outcome.reused} unchanged{spread})")
     return outcome
+
+
+def _counts(per_node: Counter[str]) -> str:
+    return ", ".join(f"{node or '?'} {count}" for node, count in sorted(per_node.items()))
 
 
 def _by_hand(result: SubmissionResult) -> str:

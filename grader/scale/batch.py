@@ -15,6 +15,7 @@ import hashlib
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,6 +56,7 @@ class BatchOptions:
     workers: int | None = None  # None: from the CPUs and memory
     force: bool = False
     warm_kernels: bool = True
+    ray: str | None = None  # grade on this Ray cluster ("auto", "local", "ray://HEAD:10001") instead of local workers
 
 
 @dataclass
@@ -150,7 +152,8 @@ def grade_batch(
             return [results[submission_id] for submission_id in order if submission_id in results]
 
         next_report = time.monotonic() + REPORT_EVERY_S
-        for result in grade_tasks(tasks, config, workers):
+        # On Ray, --workers caps the actors; without it the cluster's nodes decide.
+        for result in grade_tasks(tasks, config, (options.workers or 0) if options.ray else workers, options.ray, course):
             if result.submission_id in names:  # the name the LMS wrote (Canvas's gradebook import shows it)
                 result = replace(result, student_name=names[result.submission_id])
             write_submission(result, out_dir, published)
@@ -166,6 +169,8 @@ def grade_batch(
                 next_report = time.monotonic() + max(REPORT_EVERY_S, drawing_s / REPORT_SHARE)
         outcome.results = ordered()
         warnings = sandbox_notices(outcome.results)
+        spread = spread_notice(outcome.results, options.ray)
+        warnings += [spread] if spread else []
         outcome.notices += warnings
         # The reports depend only on the results and the discovery's notices: when neither
         # changed since they were written, they are up to date (an unchanged regrade stays fast).
@@ -177,6 +182,24 @@ def grade_batch(
             write_class_reports(outcome.results, out_dir, [*notices, *warnings], notebooks, starters)
             gradebook.set_meta("reports_key", reports_key)
     return outcome
+
+
+def spread_notice(results: Sequence[SubmissionResult], ray: str | None = None) -> str | None:
+    """How the class's grading was spread over machines and devices (said where there were several machines, or the
+    run was on a Ray cluster)."""
+    by_node: dict[str, Counter[str]] = {}
+    for result in results:
+        if result.node:
+            by_node.setdefault(result.node, Counter())[result.device or "no kernel"] += 1
+    if not by_node or (len(by_node) < 2 and ray is None):
+        return None
+    where = "; ".join(
+        f"{node}: " + ", ".join(f"{count} on {device}" for device, count in sorted(devices.items()))
+        for node, devices in sorted(by_node.items())
+    )
+    engine = f" (this run on the Ray cluster {ray!r})" if ray else ""
+    machines = f"{len(by_node)} machine{'s' if len(by_node) != 1 else ''}"
+    return f"Graded on {machines}{engine}: {where}."
 
 
 def _hidden_from_kernels(found: Sequence[Found], out_dir: Path) -> tuple[str, ...]:

@@ -1,0 +1,218 @@
+"""Grading on a Ray cluster (`grade --ray`): a real cluster of three nodes on this machine, one declaring a GPU.
+
+One scenario, run once for the module: a class is graded locally, then on the cluster, where a node is killed while
+it grades and the run's own process (the head) is killed later and started again. The tests then read what it
+left: the same scores as the local run, the GPU work on the GPU node only, every submission graded once, the lost
+one graded again elsewhere, and nothing finished graded twice. The planning and reporting logic has fast tests
+with made-up nodes and results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from grader.grading.rubric import Limits
+from grader.reports.results import SubmissionResult
+from grader.scale.batch import spread_notice
+from grader.scale.cluster import Node, plan_slots, submission_limit_s
+from grader.scale.runner import WORKER_MEMORY_BYTES
+from tests.contract import SEED, results, run_grade
+
+GIB = 1024**3
+# Graded as the class: the latency ones have CUDA checks (GPU work); the quantization ones have none (CPU work). The
+# slow ones sleep in a cell, so that the CPU workers are busy when a node is killed.
+SAMPLES = {
+    "lat-solution": "latency/solution.ipynb",
+    "lat-no-warmup": "latency/mistake-no-warmup.ipynb",
+    "q-solution": "quantization/solution.ipynb",
+    "q-padding": "quantization/mistake-padding-never-set.ipynb",
+}
+SLOW = ("q-slow-1", "q-slow-2")  # copies of q-solution
+GPU_WORK = ("lat-solution", "lat-no-warmup")
+SLEEP_S = 6
+
+
+# ---------------------------------------------------------------- planning (no cluster)
+
+
+def test_gpu_work_gets_one_actor_per_gpu_on_gpu_nodes_and_cpu_work_the_other_nodes() -> None:
+    nodes = [Node("cpu-a", 4, 0, 64 * GIB), Node("cpu-b", 2, 0, 64 * GIB), Node("gpu", 8, 2, 64 * GIB)]
+    slots = plan_slots(nodes, cpu_tasks=100, gpu_tasks=100)
+    assert sorted(slot.node_id for slot in slots if slot.gpu) == ["gpu", "gpu"]
+    assert sorted(slot.node_id for slot in slots if not slot.gpu) == ["cpu-a"] * 4 + ["cpu-b"] * 2
+    assert {slot.threads for slot in slots if slot.node_id == "gpu"} == {4}  # the node's 8 CPUs for its 2 actors
+    assert {slot.threads for slot in slots if slot.node_id == "cpu-a"} == {1}
+
+
+def test_no_more_actors_than_work_memory_or_workers_allow() -> None:
+    nodes = [Node("cpu", 16, 0, 2 * WORKER_MEMORY_BYTES), Node("gpu", 4, 1, 64 * GIB)]
+    assert [(slot.node_id, slot.gpu) for slot in plan_slots(nodes, cpu_tasks=1, gpu_tasks=0)] == [("cpu", False)]
+    assert len(plan_slots(nodes, cpu_tasks=50, gpu_tasks=0)) == 2  # memory for two workers
+    assert len(plan_slots(nodes, cpu_tasks=50, gpu_tasks=50)) == 3
+    # --workers 1 with both kinds of work: each kind still gets its worker
+    assert sorted(slot.gpu for slot in plan_slots(nodes, cpu_tasks=5, gpu_tasks=5, workers=1)) == [False, True]
+
+
+def test_without_a_gpu_node_all_work_goes_to_cpu_actors() -> None:
+    slots = plan_slots([Node("a", 2, 0, 64 * GIB), Node("b", 2, 0, 64 * GIB)], cpu_tasks=1, gpu_tasks=5)
+    assert len(slots) == 4 and not any(slot.gpu for slot in slots)
+
+
+def test_a_cluster_of_gpu_nodes_only_grades_its_cpu_work_there_too() -> None:
+    slots = plan_slots([Node("gpu", 4, 1, 64 * GIB)], cpu_tasks=3, gpu_tasks=3)
+    assert sorted(slot.gpu for slot in slots) == [False, False, False, True]
+    assert {slot.node_id for slot in slots} == {"gpu"}
+
+
+def test_the_limit_for_one_submission_covers_its_rubric_limits() -> None:
+    limits = Limits(notebook_timeout_s=100, startup_timeout_s=10, call_timeout_s=5)
+    assert submission_limit_s(limits, 4) > 100 + 10 + 4 * 5
+    assert submission_limit_s(limits, 40) > submission_limit_s(limits, 4)
+
+
+def test_the_summary_says_how_the_run_was_spread() -> None:
+    def graded(node: str, cuda: bool) -> SubmissionResult:
+        environment = {"cuda_available": cuda, "cuda_devices": ["NVIDIA H100"] if cuda else []}
+        return SubmissionResult("x", "x.ipynb", "latency", node=node, environment=environment)
+
+    line = spread_notice([graded("a/1", False), graded("a/1", False), graded("b/2", True)], "auto")
+    assert line is not None
+    assert "2 machines" in line and "'auto'" in line
+    assert "a/1: 2 on cpu" in line and "b/2: 1 on cuda (NVIDIA H100)" in line
+    assert spread_notice([graded("a/1", False)]) is None  # one machine, no cluster: nothing to say
+    assert spread_notice([graded("a/1", False)], "local") is not None
+
+
+# ---------------------------------------------------------------- a real cluster
+
+
+@dataclass
+class Scenario:
+    local: Path
+    ray: Path
+    gpu_node: str
+    rows_at_head_kill: set[str]
+    resumed: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[Scenario]:
+    from ray.cluster_utils import Cluster
+
+    base = tmp_path_factory.mktemp("cluster")
+    class_folder = _class(base / "class", root)
+    local = base / "local"
+    run_grade(*(str(class_folder / f"{name}.ipynb") for name in SAMPLES), "--out", str(local), "--workers", "2", "-q", cwd=root)
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cpu_node = cluster.add_node(num_cpus=1)
+        gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)  # declared: scheduling is checked without a GPU
+        cluster.wait_for_nodes()
+        out = base / "ray"
+        command = [sys.executable, "-m", "grader", str(class_folder), "--ray", cluster.address, "--out", str(out)]
+        command += ["--seed", str(SEED), "-q"]
+        process = subprocess.Popen(
+            command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            _wait_for(out, process, lambda rows: len(rows) >= 1)
+            cluster.remove_node(cpu_node, allow_graceful=False)  # its worker is busy: the queue holds slow notebooks
+            # The head is killed once the lost submission was graded again elsewhere, with work still left.
+            rows = _wait_for(out, process, lambda rows: any("attempts" in row for row in rows.values()) and len(rows) >= 3)
+            assert process.poll() is None, "the run finished before its head could be killed"
+            os.killpg(process.pid, signal.SIGKILL)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        resumed = run_grade(str(class_folder), "--ray", cluster.address, "--out", str(out), cwd=root)
+        yield Scenario(local, out, gpu_node.node_id[:8], set(rows), resumed)
+    finally:
+        cluster.shutdown()
+
+
+def _class(folder: Path, root: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name, sample in SAMPLES.items():
+        shutil.copy(root / "submissions" / sample, folder / f"{name}.ipynb")
+    slow = nbformat.read(root / "submissions" / SAMPLES["q-solution"], as_version=4)
+    slow.cells.append(nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP_S})"))
+    for name in SLOW:
+        nbformat.write(slow, folder / f"{name}.ipynb")
+    return folder
+
+
+def _wait_for(out: Path, process: subprocess.Popen[bytes], done: Any, timeout: float = 600) -> dict[str, str]:
+    """The gradebook's rows (submission id -> stored result) once ``done(rows)`` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the run ended before the test could act"
+        rows = _rows(out)
+        if done(rows):
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"waited {timeout} s; the gradebook holds {sorted(_rows(out))}")
+
+
+def _rows(out: Path) -> dict[str, str]:
+    if not (out / "gradebook.sqlite").exists():
+        return {}
+    with contextlib.suppress(sqlite3.OperationalError), sqlite3.connect(out / "gradebook.sqlite") as book:
+        return dict(book.execute("SELECT submission_id, result_json FROM submissions").fetchall())
+    return {}
+
+
+@pytest.mark.timeout(1200)
+def test_a_cluster_gives_the_scores_of_a_local_run(scenario: Scenario) -> None:
+    for name in [*SAMPLES, *SLOW]:  # (the slow copies of the solution get its full marks)
+        on_ray, here = results(scenario.ray, name), results(scenario.local, "q-solution" if name in SLOW else name)
+        assert (on_ray.score, on_ray.extra_data["max_score"]) == (here.score, here.extra_data["max_score"]), name
+        assert [(test.name, test.score) for test in on_ray.tests] == [(test.name, test.score) for test in here.tests], name
+    assert results(scenario.ray, "q-padding").score < results(scenario.ray, "q-solution").score
+
+
+@pytest.mark.timeout(1200)
+def test_gpu_work_is_graded_on_the_gpu_node_only(scenario: Scenario) -> None:
+    for name in [*SAMPLES, *SLOW]:
+        node = results(scenario.ray, name).extra_data["node"]
+        assert node.endswith(scenario.gpu_node) == (name in GPU_WORK), (name, node)
+        assert results(scenario.ray, name).extra_data["device"] == "cpu"  # (the declared GPU has no CUDA behind it)
+    summary = (scenario.ray / "summary.html").read_text()
+    assert "Graded on " in summary and f"{scenario.gpu_node}: 2 on cpu" in summary
+
+
+@pytest.mark.timeout(1200)
+def test_a_node_killed_mid_run_loses_nothing_and_doubles_nothing(scenario: Scenario) -> None:
+    rows = _rows(scenario.ray)
+    assert sorted(rows) == sorted([*SAMPLES, *SLOW])  # one row each (the gradebook's key)
+    stored = [json.loads(row) for row in rows.values()]
+    assert not any(result["internal_error"] for result in stored)
+    lost = [result for result in stored if result["provenance"].get("attempts")]
+    assert len(lost) >= 1
+    for result in lost:  # graded again by a worker on another node, and said so in its results.json
+        assert result["provenance"]["attempts"] == 2 and result["provenance"]["lost"]
+        assert results(scenario.ray, result["submission_id"]).extra_data["attempts"] == 2
+
+
+@pytest.mark.timeout(1200)
+def test_a_head_started_again_grades_only_what_was_not_finished(scenario: Scenario) -> None:
+    finished = len(scenario.rows_at_head_kill)
+    assert f"{finished} unchanged submission" in scenario.resumed.stderr
+    left = len(SAMPLES) + len(SLOW) - finished
+    assert f"{left} graded" in scenario.resumed.stderr
