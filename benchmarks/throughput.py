@@ -1,6 +1,6 @@
 """How fast a class is graded: the grader against running the same notebooks bare.
 
-    .venv/bin/python benchmarks/throughput.py [-n 20] [--workers N] [--assignment latency]
+    .venv/bin/python benchmarks/throughput.py [-n 20] [--workers N] [--assignment latency] [--ray]
 
 Makes N copies of the sample submissions (each with one different byte, so nothing is reused)
 and prints, in one run:
@@ -12,6 +12,9 @@ and prints, in one run:
 - `grade --workers N` with every kernel launched afresh (`GRADER_LAUNCH_KERNELS=1`), to compare;
 - the median time from taking a submission to sending its first cell to the kernel, forked vs launched;
 - an unchanged regrade of the same folder (everything reused from the gradebook);
+- with ``--ray``: `grade --ray local --workers N`, the same notebooks on a Ray cluster of this machine alone (started
+  by the run), against the local workers: what Ray's actors, its scheduling and sending each notebook cost per
+  submission (needs the ``[ray]`` extra);
 - peak memory of each worker (its process tree: the worker, its kernel and the warm next one);
 - and the ratios the targets are stated in (README, "Performance").
 
@@ -107,9 +110,12 @@ class TreeMemory:
                 continue
 
 
-def timed_grade(folder: Path, out: Path, workers: int, env: dict[str, str] | None = None) -> tuple[float, TreeMemory]:
+def timed_grade(
+    folder: Path, out: Path, workers: int, env: dict[str, str] | None = None, options: tuple[str, ...] = ()
+) -> tuple[float, TreeMemory]:
     """Seconds for `grade` on the folder, and the peak memory of each of its worker trees."""
     command = [sys.executable, "-m", "grader", str(folder), "--out", str(out), "--workers", str(workers), "--seed", "1", "-q"]
+    command += options
     started = time.perf_counter()
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
@@ -151,6 +157,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20, help="submissions to grade (default 20)")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="workers of the parallel run")
     parser.add_argument("--assignment", default="latency", help="whose sample submissions to copy (default latency)")
+    parser.add_argument("--ray", action="store_true", help="also grade on a Ray cluster of this machine (grade --ray local)")
     args = parser.parse_args()
 
     from grader.zoo import ModelZoo
@@ -179,6 +186,10 @@ def main() -> None:
         print(f"taken to first cell (median)     : {first_forked:7.2f} s forked, {first_launched:.2f} s launched")
         again, _ = timed_grade(folder, Path(scratch) / "many", args.workers)
         print(f"unchanged regrade                : {again:7.1f} s")
+        on_ray = None
+        if args.ray:
+            on_ray, _ = timed_grade(folder, Path(scratch) / "ray", args.workers, options=("--ray", "local"))
+            print(f"grade --ray local --workers {args.workers:<2}   : {on_ray:7.1f} s  ({on_ray / args.n:.2f} s per notebook)")
         trees = [pid for pid, rss in memory.rss_peaks.items() if rss > 200 * 1024**2]  # workers, not helpers
         worker_peaks = sorted((memory.peaks[pid] for pid in trees), reverse=True)
         print(
@@ -194,6 +205,8 @@ def main() -> None:
         print(f"taken to first cell, forked      : {first_forked:.2f} s median (target <= 0.3 s)")
         print(f"unchanged regrade                : {again:.2f} s (target < 2 s)")
         print(f"largest worker tree (PSS)        : {max(worker_peaks, default=0) / 1024**3:.2f} GiB (target <= 1 GiB)")
+        if on_ray is not None:
+            print(f"Ray on this machine vs local     : {on_ray / many:.2f}x, {(on_ray - many) / args.n:+.2f} s per submission")
 
 
 if __name__ == "__main__":
