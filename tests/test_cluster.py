@@ -35,7 +35,7 @@ from tests.contract import SEED, results, run_grade
 
 GIB = 1024**3
 # Graded as the class: the latency ones have CUDA checks (GPU work); the quantization ones have none (CPU work). The
-# slow ones sleep in a cell, so that the CPU workers are busy when a node is killed.
+# slow ones sleep in a cell, so that the CPU workers are busy when a node is killed, then look for Ray.
 SAMPLES = {
     "lat-solution": "latency/solution.ipynb",
     "lat-no-warmup": "latency/mistake-no-warmup.ipynb",
@@ -124,6 +124,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[S
         cpu_node = cluster.add_node(num_cpus=1)
         gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)  # declared: scheduling is checked without a GPU
         cluster.wait_for_nodes()
+        _slow_copies(class_folder, root, cluster.address)
         out = base / "ray"
         command = [sys.executable, "-m", "grader", str(class_folder), "--ray", cluster.address, "--out", str(out)]
         command += ["--seed", str(SEED), "-q"]
@@ -151,11 +152,27 @@ def _class(folder: Path, root: Path) -> Path:
     folder.mkdir(parents=True)
     for name, sample in SAMPLES.items():
         shutil.copy(root / "submissions" / sample, folder / f"{name}.ipynb")
+    return folder
+
+
+def _slow_copies(folder: Path, root: Path, address: str) -> None:
+    """The slow copies of the solution: their last cell sleeps, then looks for the Ray cluster grading it (its
+    session files, its environment, its control store's port) and fails if it sees any."""
+    host, port = address.rsplit(":", 1)
+    probe = f"""import glob, os, socket, time
+time.sleep({SLEEP_S})
+seen = [name for name in os.environ if name.startswith("RAY")] + glob.glob("/tmp/ray*")
+try:
+    socket.create_connection(({host!r}, {port}), timeout=2).close()
+    seen.append("the GCS port")
+except OSError:
+    pass
+assert not seen, f"this kernel sees Ray: {{seen}}"
+"""
     slow = nbformat.read(root / "submissions" / SAMPLES["q-solution"], as_version=4)
-    slow.cells.append(nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLEEP_S})"))
+    slow.cells.append(nbformat.v4.new_code_cell(probe))
     for name in SLOW:
         nbformat.write(slow, folder / f"{name}.ipynb")
-    return folder
 
 
 def _wait_for(out: Path, process: subprocess.Popen[bytes], done: Any, timeout: float = 600) -> dict[str, str]:
@@ -216,3 +233,9 @@ def test_a_head_started_again_grades_only_what_was_not_finished(scenario: Scenar
     assert f"{finished} unchanged submission" in scenario.resumed.stderr
     left = len(SAMPLES) + len(SLOW) - finished
     assert f"{left} graded" in scenario.resumed.stderr
+
+
+@pytest.mark.timeout(1200)
+def test_a_kernel_on_a_node_sees_nothing_of_ray(scenario: Scenario) -> None:
+    for name in SLOW:  # their last cell fails if the kernel sees Ray's files, environment or control port
+        assert results(scenario.ray, name).extra_data["cell_problems"] == [], name

@@ -119,7 +119,7 @@ class GraderWorker:
     def __init__(self, config: RunConfig, threads: int) -> None:
         from grader import scratch
         from grader.quiet import quiet_libraries, quiet_library_defaults
-        from grader.scale.runner import _build_grader, share_cpus
+        from grader.scale.runner import build_grader, share_cpus
 
         quiet_library_defaults()
         share_cpus()
@@ -139,7 +139,7 @@ class GraderWorker:
         here = dataclasses.replace(config, course_root=str(course_root), cache_dir=None, settings=settings, shared=None)
         self._quiet = quiet_libraries()
         self._quiet.__enter__()
-        self.grader = _build_grader(here)
+        self.grader = build_grader(here)
         import ray
 
         node_id = ray.get_runtime_context().get_node_id()
@@ -254,7 +254,9 @@ class _Dispatcher:
         self.starting: dict[Any, _Actor] = {}  # ready ref -> actor
         self.idle: dict[bool, list[_Actor]] = {False: [], True: []}
         self.running: dict[Any, tuple[_Actor, _Attempt, float]] = {}  # result ref -> actor, attempt, when sent
-        self.zoo_key = ""
+        from grader.zoo import ModelZoo
+
+        self.zoo_key = "" if config.settings.real_models else ModelZoo().key  # what the gradebook is keyed by
 
     def _start(self, slot: Slot) -> None:
         options: dict[str, Any] = {
@@ -346,11 +348,11 @@ class _Dispatcher:
                 raise UsageError(f"a Ray worker could not start a grader: {_first_line(error)}") from error
             self._replace(actor)  # its node was lost before it was ready
             return
-        if self.zoo_key and info["zoo"] != self.zoo_key:
+        if info["zoo"] != self.zoo_key:  # the tiny models depend on the versions installed: they must be this one's
             raise UsageError(
-                f"the nodes built different tiny model zoos ({self.zoo_key} and {info['zoo']}): install the same grader on every node"
+                f"the Ray node {info['node']} built the tiny model zoo {info['zoo'] or '(none)'}, not this machine's "
+                f"{self.zoo_key or '(none)'}: install the same grader, torch and transformers on every node"
             )
-        self.zoo_key = info["zoo"]
         actor.node = info["node"]
         self.idle[actor.slot.gpu].append(actor)
 

@@ -99,7 +99,8 @@ def _course_and_zoo(config: RunConfig) -> tuple[Any, Any]:
     return Course(Path(config.course_root)), zoo
 
 
-def _build_grader(config: RunConfig) -> Any:
+def build_grader(config: RunConfig) -> Any:
+    """A grader for ``config``'s course, zoo and settings (a context manager: closing it stops its kernels)."""
     from grader.grading.grader import Grader
 
     return Grader(*_course_and_zoo(config), config.settings, config.shared)
@@ -134,7 +135,7 @@ def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[Submission
         import torch
 
         torch.set_num_threads(config.settings.kernel_threads)
-    with _build_grader(config) as grader:
+    with build_grader(config) as grader:
         for position, task in enumerate(tasks):
             yield grade_task(grader, task, position < len(tasks) - 1, socket.gethostname())
 
@@ -150,7 +151,7 @@ def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None
     if config.settings.kernel_threads:
         torch.set_num_threads(config.settings.kernel_threads)
     parent = multiprocessing.parent_process()
-    with quiet_libraries(), _build_grader(config) as grader:
+    with quiet_libraries(), build_grader(config) as grader:
         while True:
             try:
                 task = tasks.get(timeout=1.0)
