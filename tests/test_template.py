@@ -93,7 +93,9 @@ def probe(supply: KernelSupply) -> tuple[str, dict]:
         notebook = make_notebook(None, [("code", FRAMES), ("code", PROBE)])
         record = session.cells.run(notebook, 120, 240)
         assert record.problems == (), record.problems
-        return session.mode, json.loads(notebook.cells[1].outputs[-1]["text"])
+        # (stdout only: transformers' warning about the pad token is on stderr, before or after it)
+        printed = "".join(output["text"] for output in notebook.cells[1].outputs if output.get("name") == "stdout")
+        return session.mode, json.loads(printed)
 
 
 @pytest.fixture(scope="module")
