@@ -98,6 +98,15 @@ def test_the_summary_says_how_the_run_was_spread() -> None:
     assert spread_notice([graded("a/1", False)], "local") is not None
 
 
+def test_an_address_that_reaches_no_cluster_is_a_clear_usage_error(tmp_path: Path, root: Path) -> None:
+    completed = run_grade(
+        str(root / "submissions" / SAMPLES["q-solution"]), "--ray", "nowhere::1", "--out", str(tmp_path), cwd=root, check=False
+    )
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert "cannot connect to the Ray cluster at 'nowhere::1'" in completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "solution").exists()
+
+
 # ---------------------------------------------------------------- a real cluster
 
 

@@ -208,6 +208,8 @@ def grade_on_ray(
             raise UsageError(
                 f"no Ray cluster at {address!r} ({error}); start one with `ray start --head`, or pass --ray local"
             ) from error
+        except ValueError as error:  # a malformed address, or ray:// without Ray Client's packages
+            raise UsageError(f"cannot connect to the Ray cluster at {address!r}: {error}") from error
     try:
         yield from _Dispatcher(ray, tasks, config, course, workers).run()
     finally:
