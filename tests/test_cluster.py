@@ -128,10 +128,11 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[S
     local = base / "local"
     run_grade(*(str(class_folder / f"{name}.ipynb") for name in SAMPLES), "--out", str(local), "--workers", "2", "-q", cwd=root)
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    store = {"object_store_memory": 128 * 1024**2}  # (notebooks and results are small: not 30 % of memory per node)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **store})
     try:
-        cpu_node = cluster.add_node(num_cpus=1)
-        gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)  # declared: scheduling is checked without a GPU
+        cpu_node = cluster.add_node(num_cpus=1, **store)
+        gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, **store)  # declared: scheduling is checked without a GPU
         cluster.wait_for_nodes()
         _slow_copies(class_folder, root, cluster.address)
         out = base / "ray"
