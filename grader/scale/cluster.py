@@ -36,7 +36,6 @@ from typing import Any
 
 from grader.errors import UsageError
 from grader.grading.course import ASSIGNMENTS_DIR, Course
-from grader.grading.grader import INTERNAL_ERROR
 from grader.grading.rubric import Limits
 from grader.reports.results import SubmissionResult, result_from_json, result_to_json
 from grader.scale.runner import WORKER_MEMORY_BYTES, RunConfig, Task, grade_task
@@ -328,14 +327,7 @@ class _Dispatcher:
                 try:
                     notebook = Path(attempt.task.path).read_bytes()  # sent with the task: the nodes share no disk
                 except OSError as error:
-                    task = attempt.task
-                    yield SubmissionResult.without_results(
-                        task.submission_id,
-                        task.path,
-                        f"could not read the notebook: {error}",
-                        task.assignment,
-                        student=task.student,
-                    )
+                    yield attempt.task.failed(f"could not read the notebook: {error}")
                     continue
                 actor = self.idle[gpu].pop()
                 attempt.tries += 1
@@ -421,12 +413,4 @@ def _first_line(error: BaseException) -> str:
 
 
 def _lost(attempt: _Attempt, why: str) -> SubmissionResult:
-    task = attempt.task
-    return SubmissionResult.without_results(
-        task.submission_id,
-        task.path,
-        f"{INTERNAL_ERROR}: {why}; the next run grades it again",
-        task.assignment,
-        internal_error=True,
-        student=task.student,
-    )
+    return attempt.task.failed(why, internal_error=True)

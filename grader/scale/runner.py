@@ -51,6 +51,14 @@ class Task:
     assignment: str | None = None
     student: str | None = None
 
+    def failed(self, why: str, internal_error: bool = False) -> SubmissionResult:
+        """This submission's result when it could not be graded (an internal error's the next run grades again)."""
+        if internal_error:
+            why = f"{INTERNAL_ERROR}: {why}; the next run grades it again"
+        return SubmissionResult.without_results(
+            self.submission_id, self.path, why, self.assignment, internal_error=internal_error, student=self.student
+        )
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -258,11 +266,4 @@ def _worker_context() -> Any:
 
 def _worker_died(task: Task, exitcode: int | None) -> SubmissionResult:
     how = f"was killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exited ({exitcode})"
-    return SubmissionResult.without_results(
-        task.submission_id,
-        task.path,
-        f"{INTERNAL_ERROR}: the worker process grading this submission {how}, perhaps out of memory; the next run grades it again",
-        task.assignment,
-        internal_error=True,
-        student=task.student,
-    )
+    return task.failed(f"the worker process grading this submission {how}, perhaps out of memory", internal_error=True)
