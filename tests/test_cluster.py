@@ -1,8 +1,9 @@
 """Grading on a Ray cluster (`grade --ray`): a real cluster of three nodes on this machine, one declaring a GPU.
 
-One scenario, run once for the module: a class is graded locally, then on the cluster, where a node is killed while
-it grades and the run's own process (the head) is killed later and started again. The tests then read what it
-left: the same scores as the local run, the GPU work on the GPU node only, every submission graded once, the lost
+One scenario, run once for the module: a class of sample notebooks is graded on the cluster, where a node is killed
+while it grades and the run's own process (the head) is killed later and started again. The tests then read what it
+left: the scores a local run gives the same notebooks (pinned by the samples' own tests, which grade them locally
+with the same seed), the GPU work on the GPU node only, every submission graded once, the lost
 one graded again elsewhere, and nothing finished graded twice. The planning and reporting logic has fast tests
 with made-up nodes and results.
 """
@@ -31,7 +32,9 @@ from grader.reports.results import SubmissionResult
 from grader.scale.batch import spread_notice
 from grader.scale.cluster import Node, plan_slots, submission_limit_s
 from grader.scale.runner import WORKER_MEMORY_BYTES
-from tests.contract import SEED, results, run_grade
+from tests.contract import SEED, assert_loses_exactly, results, run_grade
+from tests.test_samples_latency import MISTAKES as LATENCY_MISTAKES
+from tests.test_samples_quantization import MISTAKES as QUANTIZATION_MISTAKES
 
 GIB = 1024**3
 # Graded as the class: the latency ones have CUDA checks (GPU work); the quantization ones have none (CPU work). The
@@ -44,6 +47,15 @@ SAMPLES = {
 }
 SLOW = ("q-slow-1", "q-slow-2")  # copies of q-solution
 GPU_WORK = ("lat-solution", "lat-no-warmup")
+# What a local run gives each, as test_samples_latency and test_samples_quantization check it: the checks it loses
+# (a solution none), and words of their messages.
+LOCAL: dict[str, tuple[set[str], str]] = {
+    "lat-solution": (set(), ""),
+    "lat-no-warmup": LATENCY_MISTAKES["mistake-no-warmup"],
+    "q-solution": (set(), ""),
+    "q-padding": QUANTIZATION_MISTAKES["mistake-padding-never-set"],
+    **{name: (set(), "") for name in SLOW},
+}
 SLEEP_S = 6
 
 
@@ -112,7 +124,6 @@ def test_an_address_that_reaches_no_cluster_is_a_clear_usage_error(tmp_path: Pat
 
 @dataclass
 class Scenario:
-    local: Path
     ray: Path
     gpu_node: str
     rows_at_head_kill: set[str]
@@ -125,8 +136,6 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[S
 
     base = tmp_path_factory.mktemp("cluster")
     class_folder = _class(base / "class", root)
-    local = base / "local"
-    run_grade(*(str(class_folder / f"{name}.ipynb") for name in SAMPLES), "--out", str(local), "--workers", "2", "-q", cwd=root)
 
     store = {"object_store_memory": 128 * 1024**2}  # (notebooks and results are small: not 30 % of memory per node)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **store})
@@ -153,7 +162,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[S
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
         resumed = run_grade(str(class_folder), "--ray", cluster.address, "--out", str(out), cwd=root)
-        yield Scenario(local, out, gpu_node.node_id[:8], set(rows), resumed)
+        yield Scenario(out, gpu_node.node_id[:8], set(rows), resumed)
     finally:
         cluster.shutdown()
 
@@ -207,10 +216,8 @@ def _rows(out: Path) -> dict[str, str]:
 
 @pytest.mark.timeout(1200)
 def test_a_cluster_gives_the_scores_of_a_local_run(scenario: Scenario) -> None:
-    for name in [*SAMPLES, *SLOW]:  # (the slow copies of the solution get its full marks)
-        on_ray, here = results(scenario.ray, name), results(scenario.local, "q-solution" if name in SLOW else name)
-        assert (on_ray.score, on_ray.extra_data["max_score"]) == (here.score, here.extra_data["max_score"]), name
-        assert [(test.name, test.score) for test in on_ray.tests] == [(test.name, test.score) for test in here.tests], name
+    for name, (losses, words) in LOCAL.items():  # (the slow copies of the solution get its full marks)
+        assert_loses_exactly(scenario.ray, name, losses, words)
     assert results(scenario.ray, "q-padding").score < results(scenario.ray, "q-solution").score
 
 
