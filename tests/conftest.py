@@ -40,7 +40,7 @@ LONGEST_FIRST = (
     "test_samples_latency",  # 212 s
     "test_samples_ptq_bnb",  # 181 s
     "test_student_kit",  # 130 s
-    "test_cluster",  # 130 s: a Ray cluster of three nodes, a node and the head killed
+    "test_cluster",  # 90 s: a Ray cluster of three nodes, a node and the head killed
     "test_student_kits",  # 114 s
     "test_samples_perplexity",  # 86 s
     "test_gradebook",  # 80 s (estimated: 123 s before its regrades were cut)
