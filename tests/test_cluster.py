@@ -30,7 +30,7 @@ import pytest
 from grader.grading.rubric import Limits
 from grader.reports.results import SubmissionResult
 from grader.scale.batch import spread_notice
-from grader.scale.cluster import Node, plan_slots, submission_limit_s
+from grader.scale.cluster import Node, Slot, plan_slots, replacement_node, submission_limit_s
 from grader.scale.runner import WORKER_MEMORY_BYTES
 from tests.contract import SEED, assert_loses_exactly, results, run_grade
 from tests.test_samples_latency import MISTAKES as LATENCY_MISTAKES
@@ -46,6 +46,7 @@ SAMPLES = {
     "q-padding": "quantization/mistake-padding-never-set.ipynb",
 }
 SLOW = ("q-slow-1", "q-slow-2")  # copies of q-solution
+CRASH = "q-crash"  # a copy of q-solution whose first cell ends its own kernel: the student's crash, not the node's
 GPU_WORK = ("lat-solution", "lat-no-warmup")
 # What a local run gives each, as test_samples_latency and test_samples_quantization check it: the checks it loses
 # (a solution none), and words of their messages.
@@ -89,6 +90,17 @@ def test_a_cluster_of_gpu_nodes_only_grades_its_cpu_work_there_too() -> None:
     slots = plan_slots([Node("gpu", 4, 1, 64 * GIB)], cpu_tasks=3, gpu_tasks=3)
     assert sorted(slot.gpu for slot in slots) == [False, False, False, True]
     assert {slot.node_id for slot in slots} == {"gpu"}
+
+
+def test_a_lost_actor_is_replaced_on_a_node_of_its_kind() -> None:
+    nodes = [Node("cpu-a", 4, 0, 64 * GIB), Node("cpu-b", 2, 0, 64 * GIB), Node("gpu", 8, 1, 64 * GIB)]
+    assert replacement_node(nodes, Slot("cpu-a", False, 1), {}) == "cpu-a"  # its node is still alive
+    # Its node was lost: CPU work goes to the CPU node with fewest actors, never to the GPU node (whose CPUs free up
+    # once its GPU work is done), GPU work to a GPU node.
+    assert replacement_node(nodes, Slot("lost", False, 1), {"cpu-a": 3, "cpu-b": 1, "gpu": 0}) == "cpu-b"
+    assert replacement_node(nodes, Slot("lost", True, 4), {"gpu": 1}) == "gpu"
+    assert replacement_node(nodes[:2], Slot("lost", True, 4), {}) is None  # no GPU node left: Ray decides (or not)
+    assert replacement_node(nodes[2:], Slot("lost", False, 1), {}) == "gpu"  # only GPU nodes left: CPU work there
 
 
 def test_the_limit_for_one_submission_covers_its_rubric_limits() -> None:
@@ -171,6 +183,9 @@ def _class(folder: Path, root: Path) -> Path:
     folder.mkdir(parents=True)
     for name, sample in SAMPLES.items():
         shutil.copy(root / "submissions" / sample, folder / f"{name}.ipynb")
+    crash = nbformat.read(root / "submissions" / SAMPLES["q-solution"], as_version=4)
+    crash.cells.insert(0, nbformat.v4.new_code_cell("import os\nos._exit(3)"))
+    nbformat.write(crash, folder / f"{CRASH}.ipynb")
     return folder
 
 
@@ -223,7 +238,7 @@ def test_a_cluster_gives_the_scores_of_a_local_run(scenario: Scenario) -> None:
 
 @pytest.mark.timeout(1200)
 def test_gpu_work_is_graded_on_the_gpu_node_only(scenario: Scenario) -> None:
-    for name in [*SAMPLES, *SLOW]:
+    for name in [*SAMPLES, *SLOW, CRASH]:
         node = results(scenario.ray, name).extra_data["node"]
         assert node.endswith(scenario.gpu_node) == (name in GPU_WORK), (name, node)
         assert results(scenario.ray, name).extra_data["device"] == "cpu"  # (the declared GPU has no CUDA behind it)
@@ -234,7 +249,7 @@ def test_gpu_work_is_graded_on_the_gpu_node_only(scenario: Scenario) -> None:
 @pytest.mark.timeout(1200)
 def test_a_node_killed_mid_run_loses_nothing_and_doubles_nothing(scenario: Scenario) -> None:
     rows = _rows(scenario.ray)
-    assert sorted(rows) == sorted([*SAMPLES, *SLOW])  # one row each (the gradebook's key)
+    assert sorted(rows) == sorted([*SAMPLES, *SLOW, CRASH])  # one row each (the gradebook's key)
     stored = [json.loads(row) for row in rows.values()]
     assert not any(result["internal_error"] for result in stored)
     lost = [result for result in stored if result["provenance"].get("attempts")]
@@ -248,7 +263,7 @@ def test_a_node_killed_mid_run_loses_nothing_and_doubles_nothing(scenario: Scena
 def test_a_head_started_again_grades_only_what_was_not_finished(scenario: Scenario) -> None:
     finished = len(scenario.rows_at_head_kill)
     assert f"{finished} unchanged submission" in scenario.resumed.stderr
-    left = len(SAMPLES) + len(SLOW) - finished
+    left = len(SAMPLES) + len(SLOW) + 1 - finished
     assert f"{left} graded" in scenario.resumed.stderr
 
 
@@ -256,3 +271,11 @@ def test_a_head_started_again_grades_only_what_was_not_finished(scenario: Scenar
 def test_a_kernel_on_a_node_sees_nothing_of_ray(scenario: Scenario) -> None:
     for name in SLOW:  # their last cell fails if the kernel sees Ray's files, environment or control port
         assert results(scenario.ray, name).extra_data["cell_problems"] == [], name
+
+
+@pytest.mark.timeout(1200)
+def test_a_students_crash_is_a_result_not_a_lost_node(scenario: Scenario) -> None:
+    crashed = results(scenario.ray, CRASH)  # graded once, where it was sent: Ray retries lost nodes only
+    assert "attempts" not in crashed.extra_data and not crashed.extra_data["internal_error"]
+    assert crashed.extra_data["cell_problems"][0]["kind"] == "kernel-died"  # (the cells after it: not run)
+    assert crashed.score < results(scenario.ray, "q-solution").score

@@ -61,7 +61,7 @@ class Node:
 class Slot:
     """An actor to start: on which node, whether it holds a GPU, and its kernels' torch threads."""
 
-    node_id: str | None  # None: wherever Ray finds room (a replacement after a node was lost)
+    node_id: str | None  # None: wherever Ray finds room (a replacement when no node of its kind is left)
     gpu: bool
     threads: int
 
@@ -104,6 +104,18 @@ def plan_slots(nodes: Sequence[Node], cpu_tasks: int, gpu_tasks: int, workers: i
     placed += cpu_slots[: max(0, min(cpu_tasks, cap - len(placed)))]
     on_node = Counter(node.node_id for node, _ in placed)
     return [Slot(node.node_id, gpu, max(1, int(node.cpus) // on_node[node.node_id])) for node, gpu in placed]
+
+
+def replacement_node(nodes: Sequence[Node], slot: Slot, actors: Mapping[str, int]) -> str | None:
+    """Where to start an actor in place of one lost with ``slot``: its node if still alive, else the alive node of
+    its kind (with a GPU for GPU work; without one for the rest, unless every node has one) holding the fewest of
+    ``actors`` (node -> actors of the run); None: none is left, Ray places it if it can."""
+    if any(node.node_id == slot.node_id for node in nodes):
+        return slot.node_id
+    kind = [node for node in nodes if (node.gpus >= 1) == slot.gpu]
+    if not kind and not slot.gpu:
+        kind = list(nodes)
+    return min(kind, key=lambda node: actors.get(node.node_id, 0)).node_id if kind else None
 
 
 def submission_limit_s(limits: Limits, checks: int) -> float:
@@ -274,13 +286,13 @@ class _Dispatcher:
         self.starting[actor.ready_ref] = actor
 
     def _replace(self, actor: _Actor) -> None:
-        """Start another actor for the work ``actor`` was to do, if any is left: on its node if still alive, else
-        wherever Ray finds room."""
+        """Start another actor for the work ``actor`` was to do, if any is left: on its node if still alive, else on
+        another node of its kind (see :func:`replacement_node`)."""
         gpu = actor.slot.gpu
         if not self.queues[gpu] and not any(attempt.gpu == gpu for _, attempt, _ in self.running.values()):
             return
-        alive = {node.node_id for node in alive_nodes(self.ray.nodes())}
-        node_id = actor.slot.node_id if actor.slot.node_id in alive else None
+        actors = Counter(other.slot.node_id for other in [*self._actors(False), *self._actors(True)] if other.slot.node_id)
+        node_id = replacement_node(alive_nodes(self.ray.nodes()), actor.slot, actors)
         self._start(dataclasses.replace(actor.slot, node_id=node_id))
 
     def run(self) -> Iterator[SubmissionResult]:
