@@ -22,15 +22,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import nbformat
 import pytest
 
+from grader.errors import UsageError
 from grader.grading.rubric import Limits
 from grader.reports.results import SubmissionResult
 from grader.scale.batch import spread_notice
-from grader.scale.cluster import Node, Slot, plan_slots, replacement_node, submission_limit_s
+from grader.scale.cluster import Node, Slot, _Actor, _Dispatcher, plan_slots, replacement_node, submission_limit_s
 from grader.scale.runner import WORKER_MEMORY_BYTES
 from tests.contract import SEED, assert_loses_exactly, results, run_grade
 from tests.test_samples_latency import MISTAKES as LATENCY_MISTAKES
@@ -101,6 +103,27 @@ def test_a_lost_actor_is_replaced_on_a_node_of_its_kind() -> None:
     assert replacement_node(nodes, Slot("lost", True, 4), {"gpu": 1}) == "gpu"
     assert replacement_node(nodes[:2], Slot("lost", True, 4), {}) is None  # no GPU node left: Ray decides (or not)
     assert replacement_node(nodes[2:], Slot("lost", False, 1), {}) == "gpu"  # only GPU nodes left: CPU work there
+
+
+def test_a_node_that_built_another_zoo_stops_the_run_naming_it() -> None:
+    class Ray:  # answers an actor's ready() with what that node built
+        exceptions = SimpleNamespace(RayActorError=RuntimeError)
+
+        def __init__(self, zoo: str) -> None:
+            self.zoo = zoo
+
+        def get(self, ref: object) -> dict[str, str]:
+            return {"node": "gpu-7/1a2b3c4d", "zoo": self.zoo, "pid": "1"}
+
+    def started(head_zoo: str, node_zoo: str) -> list[object]:
+        dispatcher = _Dispatcher.__new__(_Dispatcher)  # (its planning needs a cluster; this is the check alone)
+        dispatcher.ray, dispatcher.zoo_key, dispatcher.idle = Ray(node_zoo), head_zoo, {False: [], True: []}
+        dispatcher._started(_Actor(None, Slot("n", False, 1), None, 0.0), None)
+        return dispatcher.idle[False]
+
+    assert len(started("a1b2", "a1b2")) == 1
+    with pytest.raises(UsageError, match=r"the Ray node gpu-7/1a2b3c4d built the tiny model zoo ffff, not this machine's a1b2"):
+        started("a1b2", "ffff")
 
 
 def test_the_limit_for_one_submission_covers_its_rubric_limits() -> None:
