@@ -77,6 +77,28 @@ def test_the_whole_notebook_budget_bounds_every_cell(tmp_path: Path) -> None:
     assert record.notebook_timed_out
 
 
+def test_a_kernel_launched_early_is_the_one_taken_even_without_warm_kernels() -> None:
+    """A self-check keeps no kernel warm, but launches its one kernel before loading the reference side: the kernel
+    started early is the one taken (no second launch)."""
+    supply = KernelSupply(os.environ, warm=False, preload=("json",))
+    try:
+        supply.prepare_next()
+        assert supply._next is None  # not warm: no next kernel
+        supply.start_launching()
+        early = supply._next
+        assert early is not None and early.launched_at is not None
+        supply.start_launching()  # one is started: nothing more
+        assert supply._next is early
+        taken = supply.take()
+        assert taken is early and supply._next is None
+        with taken:
+            assert taken.channel.request("print(6 * 7)", channel="-", timeout_s=10).stdout.strip() == "42"
+        taken.close()
+        shutil.rmtree(taken.workdir, ignore_errors=True)
+    finally:
+        supply.close()
+
+
 def test_the_working_copy_holds_only_the_notebook_and_given_files(tmp_path: Path) -> None:
     notebook = tmp_path / "student.ipynb"
     notebook.write_text("{}")

@@ -143,6 +143,7 @@ class Grader:
             notes.append(f"Graded as {assignment_name!r}: {identification.how}.")
         notes.append(self.sandbox.isolation.summary if self.sandbox is not None else UNSANDBOXED_NOTE)
         assignment = self.course.assignment(assignment_name)
+        self.kernels.start_launching()  # a launched kernel boots while the reference side loads (seconds, once)
         reference = self._reference(assignment)
         notes += self._self_check_notes(assignment, reference)
         sandbox_warning = self.sandbox.isolation.shortfall if self.sandbox is not None else ""
