@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import SEED
 from tests.corpus import CORPUS
+from tests.grade_server import grade_process
 
 # What only an instructor's grader talks about: a student's self-check never shows these.
 INSTRUCTOR_WORDS = ("Sandbox", "sandbox", "as root", "Errno", "namespace", "kernel uid", "unprivileged")
@@ -98,13 +98,8 @@ def run_grade(
 
     ``env`` is added to this process's environment; with ``check``, fail loudly if it fails.
     """
-    completed = subprocess.run(
-        [sys.executable, "-m", "grader", *args, "--seed", str(SEED)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, **env} if env is not None else None,
+    completed = grade_process(
+        [*args, "--seed", str(SEED)], cwd=cwd, env={**os.environ, **env} if env is not None else None, timeout=timeout
     )
     if check:
         assert completed.returncode == 0, completed.stderr[-3000:]

@@ -12,10 +12,11 @@ import pytest
 
 from grader.authoring import make_notebook, write_notebook
 from tests.conftest import SEED
+from tests.grade_server import grade_process
 
 
 def grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return grade_process(args, cwd=cwd, timeout=300)
 
 
 def test_help_lists_the_commands_and_options() -> None:

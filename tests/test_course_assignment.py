@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from grader.authoring import make_notebook, write_notebook
 from grader.errors import CourseError, UsageError
 from grader.grading.course import Course
 from tests.contract import run_grade
+from tests.grade_server import grade_process
 
 NAME = "word-stats"
 
@@ -156,9 +156,7 @@ def copy_course(toy_course: Path, course: Path) -> Path:
 def grade(*args: str, cwd: Path | None = None, kit: Path | None = None) -> subprocess.CompletedProcess[str]:
     """`grade` from the repository, or (``kit``) from the kit's own copy of the grader."""
     environ = {**os.environ, "PYTHONPATH": str(kit)} if kit is not None else None
-    return subprocess.run(
-        [sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=environ
-    )
+    return grade_process(args, cwd=cwd, env=environ, timeout=600)
 
 
 def outcomes(out: Path, submission: str) -> dict[str, str]:
@@ -279,13 +277,7 @@ def test_a_worker_that_dies_gives_an_internal_error_that_the_next_run_grades_aga
 
 
 def test_the_kinds_a_rubric_can_name_are_listed_with_where_they_come_from(toy_course: Path) -> None:
-    listed = subprocess.run(
-        [sys.executable, "-m", "grader", "list-kinds", NAME, "--course", str(toy_course)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "250"},
-    )
+    listed = grade_process(["list-kinds", NAME, "--course", str(toy_course)], timeout=120, env={**os.environ, "COLUMNS": "250"})
     assert listed.returncode == 0, listed.stderr
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in listed.stdout.splitlines() if line.count("│") >= 4}
     assert rows["word_count"] == "checks.py" and rows["word_count_drawn"] == "hidden_checks.py"

@@ -15,15 +15,14 @@ import pytest
 from grader.zoo import ModelZoo
 from tests.conftest import SEED
 from tests.contract import GradescopeResults, here, on_cuda
+from tests.grade_server import grade_process
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Path:
     """The autograder zip for perplexity, unpacked as Gradescope unpacks it (/autograder/source)."""
     out = tmp_path_factory.mktemp("zip")
-    built = subprocess.run(
-        [sys.executable, "-m", "grader", "gradescope", "perplexity", str(out)], capture_output=True, text=True, cwd=root
-    )
+    built = grade_process(["gradescope", "perplexity", str(out)], cwd=root)
     assert built.returncode == 0, built.stderr
     archive = Path(built.stdout.strip())
     unpacked = tmp_path_factory.mktemp("source")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import yaml
 
 from tests.contract import SEED, results, run_grade
+from tests.grade_server import grade_process
 
 # Canvas's gradebook import format (Instructure's guide "How do I import grades in the Gradebook?"): these columns
 # first, then one column per assignment; the row after the header gives each assignment's points possible.
@@ -20,7 +20,7 @@ CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 def grade(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real `grade` command with exactly these arguments (no seed: publish grades nothing)."""
-    completed = subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    completed = grade_process(args, cwd=cwd, timeout=300)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return completed
 

@@ -19,20 +19,14 @@ from nbclient import NotebookClient
 from grader.authoring import load_notebook_sources, make_notebook, with_edits, write_notebook
 from grader.zoo import ModelZoo
 from tests.contract import INSTRUCTOR_WORDS, GradescopeResults, here, on_cuda
+from tests.grade_server import grade_process
 
 HIDDEN = "5 hidden checks worth 12 points"  # perplexity's hidden checks, counted, never named
 
 
 def grade_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run the real `grade check` (a wide terminal, so table cells do not wrap mid-word)."""
-    return subprocess.run(
-        [sys.executable, "-m", "grader", "check", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return grade_process(["check", *args], cwd=cwd, env={**os.environ, "COLUMNS": "200"}, timeout=600)
 
 
 def outcomes(path: Path) -> dict[str, str]:

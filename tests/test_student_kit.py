@@ -30,6 +30,7 @@ from grader.student.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 from tests.conftest import check as check_of
 from tests.contract import INSTRUCTOR_WORDS
+from tests.grade_server import grade_process
 
 ASSIGNMENT = "perplexity"
 SAMPLES = ("solution", "mistake-batch-means", "mistake-one-text-at-a-time")
@@ -40,9 +41,7 @@ def run(*args: str, cwd: Path, kit: Path | None = None) -> subprocess.CompletedP
     environ = {**os.environ, "COLUMNS": "200"}
     if kit is not None:
         environ["PYTHONPATH"] = str(kit)
-    return subprocess.run(
-        [sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=environ
-    )
+    return grade_process(args, cwd=cwd, env=environ, timeout=600)
 
 
 @pytest.fixture(scope="module")

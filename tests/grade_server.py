@@ -1,0 +1,213 @@
+"""`grade` for the tests without paying Python's start and torch's import at every command.
+
+Most tests run the real `grade` command several times, and each run's process first spends about 4 s of CPU
+importing torch, transformers and the grader (the suite is CPU-bound on two CPUs). The tests instead ask a server,
+one per test process, that has imported them once, as `python -m grader` would (its library settings first, see
+``grader.cli.main``), started no thread and graded nothing: for each command it forks a child, which takes the
+command's working folder, standard streams and arguments and runs ``grader.cli.main`` as ``python -m grader``
+does, then exits as that process would (its ``atexit`` handlers too). The child is a real process of its own:
+its workers, kernels and files are those of a `grade` run.
+
+:func:`grade_process` falls back to a fresh ``python -m grader`` whenever a child of the server could differ from
+one: a command with an environment other than the one the server started with (a kit's ``PYTHONPATH``, a test's
+variables), a run on Ray, or when asked (``fresh``: what a command prints when it first imports a library).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = "python -m grader"  # click's name for the program run as `python -m grader`
+# Variables a command's environment may hold other than the server's: read when the command runs, never by an
+# import (rich reads COLUMNS when it draws; pytest names the test it runs in PYTEST_CURRENT_TEST, and reads it alone).
+AT_RUN_TIME = frozenset({"COLUMNS", "PYTEST_CURRENT_TEST"})
+# What every `grade` command's process imports (the rest, per command, it imports itself as a fresh one would).
+PRELOAD = (
+    "torch",
+    "transformers",
+    "transformers.modeling_utils",
+    "transformers.generation.utils",
+    "grader.cli",
+    "grader.scale.batch",
+    "grader.scale.runner",
+    "grader.grading.grader",
+    "grader.reports.render",
+    "grader.reports.similarity",
+)
+
+
+def grade_process(
+    args: Sequence[str],
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    fresh: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """What ``subprocess.run([python, "-m", "grader", *args], capture_output=True, text=True, ...)`` gives: run by
+    a child of this process's grade server where that is the same, else by a fresh Python."""
+    environment = dict(os.environ if env is None else env)
+    server = None if fresh or "--ray" in args else _server(environment)
+    if server is None:
+        return subprocess.run(
+            [sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=environment
+        )
+    return server.run(list(args), str(cwd if cwd is not None else os.getcwd()), environment, timeout)
+
+
+class GradeServer:
+    """The client of one server process (started with ``env``)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self.lock = threading.Lock()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.grade_server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=self.env,
+        )
+        self.ready = self._answer(None) == {"ready": True}
+
+    def _answer(self, timeout: float | None) -> dict[str, Any] | None:
+        """The server's next answer, or None if it gave none within ``timeout`` s or ended."""
+        stdout: IO[str] = self.process.stdout  # type: ignore[assignment]
+        if timeout is not None and not select.select([stdout], [], [], timeout)[0]:
+            return None
+        line = stdout.readline()
+        return json.loads(line) if line else None
+
+    def serves(self, environment: Mapping[str, str]) -> bool:
+        """Whether a child of this server runs as a fresh process would in ``environment``."""
+        differ = {name for name in {*self.env, *environment} if self.env.get(name) != environment.get(name)}
+        return differ <= AT_RUN_TIME
+
+    def run(
+        self, argv: list[str], cwd: str, environment: Mapping[str, str], timeout: float | None
+    ) -> subprocess.CompletedProcess[str]:
+        with self.lock, tempfile.TemporaryDirectory(prefix="grade-server-") as streams:
+            request = {
+                "argv": argv,
+                "cwd": cwd,
+                "env": dict(environment),
+                "stdout": f"{streams}/stdout",
+                "stderr": f"{streams}/stderr",
+            }
+            stdin: IO[str] = self.process.stdin  # type: ignore[assignment]
+            stdin.write(json.dumps(request) + "\n")
+            stdin.flush()
+            started = self._answer(60)
+            if started is None:
+                raise RuntimeError("the tests' grade server did not start the command")
+            answer = self._answer(timeout)
+            if answer is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(started["pid"], signal.SIGKILL)
+                self._answer(60)
+                raise subprocess.TimeoutExpired([PROGRAM, *argv], timeout or 0)
+            command = [sys.executable, "-m", "grader", *argv]
+            output, errors = (Path(streams, name).read_text(errors="replace") for name in ("stdout", "stderr"))
+            return subprocess.CompletedProcess(command, answer["code"], output, errors)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()  # type: ignore[union-attr]
+        self.process.wait(30)
+
+
+_SERVERS: dict[int, GradeServer | None] = {}
+
+
+def _server(environment: Mapping[str, str]) -> GradeServer | None:
+    """This process's server, if it serves commands run in ``environment`` (the one it started with)."""
+    if os.getpid() not in _SERVERS:
+        server = GradeServer(environment)
+        _SERVERS[os.getpid()] = server if server.ready else None
+        atexit.register(stop_servers)
+    server = _SERVERS[os.getpid()]
+    return server if server is not None and server.serves(environment) else None
+
+
+def stop_servers() -> None:
+    server = _SERVERS.pop(os.getpid(), None)
+    if server is not None:
+        server.close()
+
+
+# ---------------------------------------------------------------- the server process
+
+
+def _serve() -> None:
+    from grader.quiet import quiet_library_defaults
+    from grader.scale.runner import share_cpus
+
+    answers = os.fdopen(os.dup(1), "w")  # the answers' own pipe: whatever an import prints goes to stderr
+    os.dup2(2, 1)
+    quiet_library_defaults()  # what grader.cli.main does first, before any library is imported
+    share_cpus()
+    for module in PRELOAD:
+        __import__(module)
+    gc.freeze()
+    # No Python thread may run here: a child would hold its locks. (Importing torch starts one idle native thread, as
+    # in the fork server `grade` forks its own workers from; see grader.scale.runner._worker_context.)
+    if threading.active_count() != 1:
+        answers.write(json.dumps({"ready": False, "threads": [thread.name for thread in threading.enumerate()]}) + "\n")
+        answers.flush()
+        return
+    answers.write(json.dumps({"ready": True}) + "\n")
+    answers.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            answers.close()
+            _command(request)  # raises SystemExit: the child ends as `python -m grader` does
+        answers.write(json.dumps({"pid": pid}) + "\n")
+        answers.flush()
+        _, status = os.waitpid(pid, 0)
+        answers.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+        answers.flush()
+
+
+def _command(request: Mapping[str, Any]) -> None:
+    """In the forked child: become ``python -m grader ARGV`` in ``cwd`` with its streams in files."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115 (the process's own streams)
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    sys.path[0] = request["cwd"]  # `python -m` puts the working folder first
+    sys.argv = [str(ROOT / "grader" / "__main__.py"), *request["argv"]]
+    from grader.cli import main
+
+    main(args=request["argv"], prog_name=PROGRAM)  # standalone: exits with the command's code
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,23 @@
+"""The tests' grade server (tests/grade_server.py) runs a command as a fresh `python -m grader` would."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.grade_server import _server, grade_process
+
+
+def test_a_command_run_by_the_server_prints_and_exits_as_a_fresh_process(tmp_path: Path) -> None:
+    assert _server(os.environ) is not None  # the tests' own environment is served (else they pay every start)
+    (tmp_path / "empty").mkdir()
+    for args in (["--version"], ["run", "--help"], ["empty"], ["nowhere.ipynb"]):
+        served = grade_process(args, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"}, timeout=120)
+        fresh = grade_process(args, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"}, timeout=120, fresh=True)
+        assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr), args
+    assert grade_process(["nowhere.ipynb"], cwd=tmp_path).returncode == 2
+
+
+def test_a_command_in_another_environment_runs_in_a_fresh_process(tmp_path: Path) -> None:
+    assert _server({**os.environ, "PYTHONPATH": str(tmp_path)}) is None
+    assert _server({**os.environ, "COLUMNS": "80"}) is not None
