@@ -131,12 +131,16 @@ class GradeServer:
 
 
 _SERVERS: dict[int, GradeServer | None] = {}
+# The tests' own environment, as collection found it: a server starts with it, never with a command's (a kit's
+# PYTHONPATH would otherwise be the server's, and its children run the repository's grader in its place: `python
+# -m` puts the server's folder before PYTHONPATH).
+TESTS_ENV = dict(os.environ)
 
 
 def _server(environment: Mapping[str, str]) -> GradeServer | None:
-    """This process's server, if it serves commands run in ``environment`` (the one it started with)."""
+    """This process's server, if it serves commands run in ``environment`` (the tests' own, but for AT_RUN_TIME)."""
     if os.getpid() not in _SERVERS:
-        server = GradeServer(environment)
+        server = GradeServer(TESTS_ENV)
         _SERVERS[os.getpid()] = server if server.ready else None
         atexit.register(stop_servers)
     server = _SERVERS[os.getpid()]
