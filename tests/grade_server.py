@@ -30,11 +30,27 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from grader.grading.kernels import OPENMP_WAIT_POLICY
+from grader.scratch import RUN_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "python -m grader"  # click's name for the program run as `python -m grader`
 # Variables a command's environment may hold other than the server's: read when the command runs, never by an
-# import (rich reads COLUMNS when it draws; pytest names the test it runs in PYTEST_CURRENT_TEST, and reads it alone).
-AT_RUN_TIME = frozenset({"COLUMNS", "PYTEST_CURRENT_TEST"})
+# import (rich reads COLUMNS when it draws; pytest names the test it runs in PYTEST_CURRENT_TEST, and reads it alone;
+# torch sets TORCHINDUCTOR_CACHE_DIR in a process the first time its compiler's cache is asked for, and reads it then).
+AT_RUN_TIME = frozenset({"COLUMNS", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})
+# What `grade` sets first thing (grader.cli.main), before any import reads it: a test that ran part of the grader
+# in its own process (a run's id, the libraries' defaults) leaves them in the tests' environment, and a command's
+# process has them all the same once it starts.
+SET_BY_GRADE = {"TRANSFORMERS_VERBOSITY": "error", "OMP_WAIT_POLICY": OPENMP_WAIT_POLICY}
+
+
+def as_grade_starts(environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment a `grade` command has once it starts, in ``environment`` (but for AT_RUN_TIME)."""
+    started = {name: value for name, value in environment.items() if name not in AT_RUN_TIME and name != RUN_ENV}
+    return {**SET_BY_GRADE, **started}
+
+
 # What every `grade` command's process imports (the rest, per command, it imports itself as a fresh one would).
 PRELOAD = (
     "torch",
@@ -94,8 +110,7 @@ class GradeServer:
 
     def serves(self, environment: Mapping[str, str]) -> bool:
         """Whether a child of this server runs as a fresh process would in ``environment``."""
-        differ = {name for name in {*self.env, *environment} if self.env.get(name) != environment.get(name)}
-        return differ <= AT_RUN_TIME
+        return as_grade_starts(self.env) == as_grade_starts(environment)
 
     def run(
         self, argv: list[str], cwd: str, environment: Mapping[str, str], timeout: float | None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.grade_server import _server, grade_process, stop_servers
+from tests.grade_server import TESTS_ENV, _server, grade_process, stop_servers
 
 
 def test_a_command_run_by_the_server_prints_and_exits_as_a_fresh_process(tmp_path: Path) -> None:
-    assert _server(os.environ) is not None  # the tests' own environment is served (else they pay every start)
+    # The tests' own environment is served (else they pay every start), whatever earlier tests left in it.
+    differ = sorted(name for name in {*TESTS_ENV, *os.environ} if TESTS_ENV.get(name) != os.environ.get(name))
+    assert _server(os.environ) is not None, differ
     (tmp_path / "empty").mkdir()
     for args in (["--version"], ["run", "--help"], ["empty"], ["nowhere.ipynb"]):
         served = grade_process(args, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"}, timeout=120)
@@ -21,6 +23,9 @@ def test_a_command_run_by_the_server_prints_and_exits_as_a_fresh_process(tmp_pat
 def test_a_command_in_another_environment_runs_in_a_fresh_process(tmp_path: Path) -> None:
     assert _server({**os.environ, "PYTHONPATH": str(tmp_path)}) is None  # a kit's grader: never the server's
     assert _server({**os.environ, "COLUMNS": "80"}) is not None
+    # What `grade` sets itself first, a test may have left in the tests' environment: served all the same.
+    assert _server({**os.environ, "LLM_GRADER_RUN": "a-run-of-an-earlier-test", "TRANSFORMERS_VERBOSITY": "error"})
+    assert _server({**os.environ, "TRANSFORMERS_VERBOSITY": "info"}) is None
     # Whichever command comes first, the server is the tests' own (the first, on a worker, may be a kit's).
     stop_servers()
     assert _server({**os.environ, "PYTHONPATH": str(tmp_path)}) is None
