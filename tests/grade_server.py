@@ -9,8 +9,9 @@ does, then exits as that process would (its ``atexit`` handlers too). The child 
 its workers, kernels and files are those of a `grade` run.
 
 :func:`grade_process` falls back to a fresh ``python -m grader`` whenever a child of the server could differ from
-one: a command with an environment other than the one the server started with (a kit's ``PYTHONPATH``, a test's
-variables), a run on Ray, or when asked (``fresh``: what a command prints when it first imports a library).
+one: a command whose environment differs from the tests' own (a kit's ``PYTHONPATH``, a test's variables; but
+for what a command reads only at run time or `grade` sets itself first, AT_RUN_TIME and SET_BY_GRADE), a run on
+Ray, or when asked (``fresh``: what a command prints when it first imports a library).
 """
 
 from __future__ import annotations
