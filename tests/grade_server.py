@@ -44,11 +44,22 @@ AT_RUN_TIME = frozenset({"COLUMNS", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_
 # in its own process (a run's id, the libraries' defaults) leaves them in the tests' environment, and a command's
 # process has them all the same once it starts.
 SET_BY_GRADE = {"TRANSFORMERS_VERBOSITY": "error", "OMP_WAIT_POLICY": OPENMP_WAIT_POLICY}
+# What importing a library writes into its process's environment, whatever was there: Ray's client-mode hook reads
+# RAY_CLIENT_MODE, then sets it to "0" (ray/_private/client_mode_hook.py). A test that imports Ray in the tests'
+# process (the cluster's) leaves it there, and a command started with it runs as one started without it: it reads
+# "0", Ray's default. Without this, every later command of that pytest worker ran in a fresh Python (about 4 s of
+# CPU each), and the server's own tests failed when they came after the cluster's on one worker.
+SET_BY_IMPORT = {"RAY_CLIENT_MODE": "0"}
 
 
 def as_grade_starts(environment: Mapping[str, str]) -> dict[str, str]:
-    """The environment a `grade` command has once it starts, in ``environment`` (but for AT_RUN_TIME)."""
-    started = {name: value for name, value in environment.items() if name not in AT_RUN_TIME and name != RUN_ENV}
+    """The environment a `grade` command has once it starts, in ``environment`` (but for AT_RUN_TIME, and for what
+    an import sets as it found it, SET_BY_IMPORT)."""
+    started = {
+        name: value
+        for name, value in environment.items()
+        if name not in AT_RUN_TIME and name != RUN_ENV and SET_BY_IMPORT.get(name) != value
+    }
     return {**SET_BY_GRADE, **started}
 
 

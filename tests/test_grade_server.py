@@ -26,6 +26,11 @@ def test_a_command_in_another_environment_runs_in_a_fresh_process(tmp_path: Path
     # What `grade` sets itself first, a test may have left in the tests' environment: served all the same.
     assert _server({**os.environ, "LLM_GRADER_RUN": "a-run-of-an-earlier-test", "TRANSFORMERS_VERBOSITY": "error"})
     assert _server({**os.environ, "TRANSFORMERS_VERBOSITY": "info"}) is None
+    # What importing Ray sets in the tests' process (the cluster's tests import it there) is what it reads as unset.
+    import ray._private.client_mode_hook  # noqa: F401 (it writes RAY_CLIENT_MODE into os.environ)
+
+    assert os.environ["RAY_CLIENT_MODE"] == "0" and _server(os.environ) is not None
+    assert _server({**os.environ, "RAY_CLIENT_MODE": "1"}) is None
     # Whichever command comes first, the server is the tests' own (the first, on a worker, may be a kit's).
     stop_servers()
     assert _server({**os.environ, "PYTHONPATH": str(tmp_path)}) is None
