@@ -32,23 +32,27 @@ SEED = 20261123
 # so that the judging tests can import their functions.
 Course(ROOT).all()
 
-# The modules that take longest (seconds of one xdist worker, 2 CPUs, 2026-11-25), started first: with
+# The modules that take longest (seconds of one xdist worker, 2 CPUs, 2026-11-27), started first: with
 # `--dist loadfile` a module runs whole on one worker, and xdist would otherwise start those with the most tests
 # first, leaving long modules of few tests (a kit's, the gradebook's) to finish alone at the end.
 LONGEST_FIRST = (
-    "test_samples_quantization",  # 339 s: one `grade` run over the samples and corpus
-    "test_samples_latency",  # 212 s
-    "test_samples_ptq_bnb",  # 181 s
-    "test_student_kit",  # 130 s
-    "test_cluster",  # 90 s: a Ray cluster of three nodes, a node and the head killed
-    "test_student_kits",  # 114 s
-    "test_samples_perplexity",  # 86 s
-    "test_gradebook",  # 80 s (estimated: 123 s before its regrades were cut)
-    "test_gradescope",  # 71 s
-    "test_hostile",  # 59 s
-    "test_self_check",  # 59 s
-    "test_sandbox",  # 56 s
-    "test_checks_ptq_bnb",  # 49 s
+    "test_samples_quantization",  # 311 s: one `grade` run over the samples and corpus
+    "test_samples_latency",  # 188 s
+    "test_samples_ptq_bnb",  # 142 s
+    "test_cluster",  # 110 s: a Ray cluster of three nodes, a node and the head killed
+    "test_student_kits",  # 103 s
+    "test_student_kit",  # 90 s
+    "test_gradebook",  # 79 s
+    "test_samples_perplexity",  # 72 s
+    "test_sandbox",  # 63 s
+    "test_gradescope",  # 63 s
+    "test_template",  # 60 s
+    "test_hostile",  # 56 s
+    "test_course_assignment",  # 47 s
+    "test_checks_quantization",  # 46 s
+    "test_zoo",  # 37 s
+    "test_self_check",  # 35 s
+    "test_checks_ptq_bnb",  # 34 s
 )
 
 
