@@ -12,6 +12,15 @@ its workers, kernels and files are those of a `grade` run.
 one: a command whose environment differs from the tests' own (a kit's ``PYTHONPATH``, a test's variables; but
 for what a command reads only at run time or `grade` sets itself first, AT_RUN_TIME and SET_BY_GRADE), a run on
 Ray, or when asked (``fresh``: what a command prints when it first imports a library).
+
+Each run also starts a kernel template (about 5 s of CPU: torch, transformers, ipykernel and the course's common
+imports) unless it is given one. A pytest worker keeps one **standing template** (:class:`StandingTemplate`), started
+as a run starts its own (:func:`grader.kernel.templates.start_template`, with the kernels' environment of a default
+run), and its served commands fork their kernels from it when the template they would start is the same: the same
+modules imported in the same environment (:func:`import_key`). A template reads nothing of a run (each fork request
+brings its own environment, folder and sandbox policy) and never runs a notebook's code, so one that outlives a run
+serves the next as one of its own would. A command whose template would differ starts its own, and commands in a
+fresh Python (kits, Gradescope's scripts, Ray) and graders in the tests' own process always do.
 """
 
 from __future__ import annotations
@@ -102,6 +111,7 @@ class GradeServer:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
         self.lock = threading.Lock()
+        self.template = StandingTemplate.start()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.grade_server"],
             stdin=subprocess.PIPE,
@@ -111,6 +121,9 @@ class GradeServer:
             env=self.env,
         )
         self.ready = self._answer(None) == {"ready": True}
+        if not self.ready and self.template is not None:
+            self.template.close()
+            self.template = None
 
     def _answer(self, timeout: float | None) -> dict[str, Any] | None:
         """The server's next answer, or None if it gave none within ``timeout`` s or ended."""
@@ -134,6 +147,7 @@ class GradeServer:
                 "env": dict(environment),
                 "stdout": f"{streams}/stdout",
                 "stderr": f"{streams}/stderr",
+                "template": self.template.offer() if self.template is not None else None,
             }
             stdin: IO[str] = self.process.stdin  # type: ignore[assignment]
             stdin.write(json.dumps(request) + "\n")
@@ -155,6 +169,49 @@ class GradeServer:
         with contextlib.suppress(OSError):
             self.process.stdin.close()  # type: ignore[union-attr]
         self.process.wait(30)
+        if self.template is not None:
+            self.template.close()
+
+
+def import_key(env: Mapping[str, str], preload: Sequence[str]) -> dict[str, Any]:
+    """What a kernel template imports and the environment it imports it in: two templates with one key are the same
+    (the threads a template is given are not in it: it imports with one, see KernelTemplate.start)."""
+    imported = {name: value for name, value in env.items() if name not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    return {"env": imported, "preload": list(preload)}
+
+
+class StandingTemplate:
+    """A kernel template a pytest worker keeps for the `grade` commands its server runs (see the module's docstring)."""
+
+    def __init__(self, template: Any, key: dict[str, Any]) -> None:
+        self.template = template
+        self.key = key
+
+    @classmethod
+    def start(cls) -> StandingTemplate | None:
+        """The template a default run of the tests' environment would start, as it starts it (None where that run
+        would launch its kernels)."""
+        from grader.grading.course import Course
+        from grader.grading.kernels import kernel_environment, sandbox_policy
+        from grader.grading.settings import GradingSettings
+        from grader.kernel.supply import why_launched
+        from grader.kernel.templates import PRELOAD, start_template, zoo_viewed_env
+        from grader.zoo import ModelZoo
+
+        settings = GradingSettings()
+        zoo = ModelZoo()
+        sandbox = sandbox_policy(Course(ROOT), zoo, settings)
+        if why_launched(sandbox, settings.fork_kernels) is not None:
+            return None
+        env = kernel_environment(zoo, settings)
+        return cls(start_template(env, sandbox), import_key(zoo_viewed_env(env, sandbox), PRELOAD))
+
+    def offer(self) -> dict[str, Any]:
+        """What a command needs to fork from this template: its address and its key."""
+        return {"socket": self.template.address.socket, "pid": self.template.address.pid, **self.key}
+
+    def close(self) -> None:
+        self.template.close()
 
 
 _SERVERS: dict[int, GradeServer | None] = {}
@@ -234,10 +291,34 @@ def _command(request: Mapping[str, Any]) -> None:
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # `python -m` puts the working folder first
     sys.argv = [str(ROOT / "grader" / "__main__.py"), *request["argv"]]
+    if request.get("template") is not None:
+        _fork_from_standing(request["template"])
     from grader.cli import main
 
     main(args=request["argv"], prog_name=PROGRAM)  # standalone: exits with the command's code
     raise SystemExit(0)
+
+
+def _fork_from_standing(offer: Mapping[str, Any]) -> None:
+    """In the command's process: where the run would start a template the same as the standing one, it forks from
+    that one instead (a run's main process for its workers, a grader working alone for itself)."""
+    import grader.grading.kernels
+    import grader.kernel.supply
+    from grader.kernel import templates
+
+    own = templates.start_template
+    standing = templates.TemplateAddress(offer["socket"], offer["pid"])
+    key = {"env": offer["env"], "preload": offer["preload"]}
+
+    def start_template(
+        env: Mapping[str, str], sandbox: Any, preload: tuple[str, ...] = templates.PRELOAD
+    ) -> templates.TemplateClient:
+        if import_key(templates.zoo_viewed_env(env, sandbox), preload) == key:
+            return templates.SharedTemplate(standing)  # closing it leaves it to the pytest worker
+        return own(env, sandbox, preload)
+
+    grader.grading.kernels.start_template = start_template  # type: ignore[assignment]
+    grader.kernel.supply.start_template = start_template  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
