@@ -174,10 +174,11 @@ class GradeServer:
 
 
 def import_key(env: Mapping[str, str], preload: Sequence[str]) -> dict[str, Any]:
-    """What a kernel template imports and the environment it imports it in: two templates with one key are the same
-    (the threads a template is given are not in it: it imports with one, see KernelTemplate.start)."""
-    imported = {name: value for name, value in env.items() if name not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    return {"env": imported, "preload": list(preload)}
+    """What a kernel template started with ``env`` imports and the environment it imports it in (with the threads it
+    imports with, whatever ``env`` says): two templates with one key are the same."""
+    from grader.kernel.templates import IMPORT_THREADS
+
+    return {"env": {**env, **IMPORT_THREADS}, "preload": list(preload)}
 
 
 class StandingTemplate:
@@ -208,7 +209,7 @@ class StandingTemplate:
 
     def offer(self) -> dict[str, Any]:
         """What a command needs to fork from this template: its address and its key."""
-        return {"socket": self.template.address.socket, "pid": self.template.address.pid, **self.key}
+        return {"socket": self.template.address.socket, "pid": self.template.address.pid, "key": self.key}
 
     def close(self) -> None:
         self.template.close()
@@ -308,12 +309,11 @@ def _fork_from_standing(offer: Mapping[str, Any]) -> None:
 
     own = templates.start_template
     standing = templates.TemplateAddress(offer["socket"], offer["pid"])
-    key = {"env": offer["env"], "preload": offer["preload"]}
 
     def start_template(
         env: Mapping[str, str], sandbox: Any, preload: tuple[str, ...] = templates.PRELOAD
     ) -> templates.TemplateClient:
-        if import_key(templates.zoo_viewed_env(env, sandbox), preload) == key:
+        if import_key(templates.zoo_viewed_env(env, sandbox), preload) == offer["key"]:
             return templates.SharedTemplate(standing)  # closing it leaves it to the pytest worker
         return own(env, sandbox, preload)
 

@@ -81,7 +81,7 @@ def test_a_run_whose_template_would_differ_starts_its_own(monkeypatch: pytest.Mo
     monkeypatch.setattr(templates, "start_template", lambda env, sandbox, preload=templates.PRELOAD: own.append(dict(env)))
     sandbox: Any = type("Policy", (), {"zoo_dir": None, "isolation": None})()  # no zoo view to apply
     env = {"HF_HUB_CACHE": "/zoo/hub", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin"}
-    _fork_from_standing({"socket": "/nowhere/template.sock", "pid": 1, **import_key(env, templates.PRELOAD)})
+    _fork_from_standing({"socket": "/nowhere/template.sock", "pid": 1, "key": import_key(env, templates.PRELOAD)})
 
     # Given other threads (set after the fork), the same template: the standing one.
     shared = grader.kernel.supply.start_template({**env, "OMP_NUM_THREADS": "2"}, sandbox)

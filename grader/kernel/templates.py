@@ -42,6 +42,9 @@ TEMPLATE_EXTRAS = (
 # each ptq-bnb kernel, its kernels compiled with torch.compile at import) asks torch for GPUs when imported, and
 # a process that has started a GPU driver cannot fork a kernel that uses it. It starts no thread on one thread.
 TEMPLATE_CPU_EXTRAS = ("bitsandbytes",)
+# A template imports with one OpenMP/MKL thread, whatever its kernels are given, so that it has no thread pool to
+# fork; each kernel sets its own threads after the fork.
+IMPORT_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def zoo_viewed_env(env: Mapping[str, str], sandbox: SandboxPolicy) -> dict[str, str]:
@@ -166,9 +169,7 @@ class KernelTemplate(TemplateClient):
                 "-m",
                 "grader.kernel.template",
             ],
-            # One OpenMP/MKL thread while importing, so the template has no thread pool to fork;
-            # each kernel sets its own threads after the fork.
-            env={**env, "HOME": str(home), "TMPDIR": str(home), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            env={**env, "HOME": str(home), "TMPDIR": str(home), **IMPORT_THREADS},
             cwd=str(home),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
