@@ -16,7 +16,6 @@ from queue import Empty
 
 import psutil
 import pytest
-from jupyter_core.utils import run_sync
 
 from grader.authoring import make_notebook
 from grader.grading.grader import Grader
@@ -275,7 +274,7 @@ def test_a_kernel_is_ready_with_its_readiness_messages_read(grader: Grader, fork
                         left.append(f"{message['msg_type']}: {message['content']}")
                 return left
 
-            assert run_sync(left_on_iopub)() == []
+            assert session.run(left_on_iopub()) == []
             notebook = make_notebook(None, [("code", "print(6 * 7)")])
             assert session.cells.run(notebook, 30, 60).problems == ()
             assert notebook.cells[0].outputs[0]["text"] == "42\n"

@@ -81,7 +81,7 @@ class CellRunner:
             if first_cell_at is None:
                 first_cell_at = time.monotonic()
             try:
-                client.execute_cell(cell, index)
+                session.run(client.async_execute_cell(cell, index))
                 cells_run += 1
             except (DeadKernelError, KeyError, RuntimeError, ValueError) as error:
                 # A KeyError, RuntimeError or ValueError (jupyter_client's "Duplicate Signature",

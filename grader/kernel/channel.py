@@ -9,8 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jupyter_core.utils import run_sync
-
 from grader.kernel.client import describe_error, strip_ansi
 from grader.kernel.measure import PauseServer
 
@@ -90,7 +88,7 @@ class RequestChannel:
                     return KernelReply(payload, status, "".join(stdout), error, time.monotonic() - started)
 
         try:
-            reply = run_sync(exchange)()
+            reply = session.run(exchange())
         except Exception as error:  # a kernel that broke Jupyter's protocol (see run_notebook)
             session.mark_dead(f"the kernel stopped speaking Jupyter's protocol during a grading call ({describe_error(error)})")
             return KernelReply(None, "dead", error={"message": session.dead_reason or ""})

@@ -10,22 +10,24 @@ open after the notebook has run so that the harness can call the student's funct
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, TypeVar
 
 import nbformat
 import psutil
 import zmq
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_core.utils import run_sync
 
 from grader import scratch
 from grader.errors import KernelError
@@ -33,10 +35,19 @@ from grader.kernel.cells import CellRunner
 from grader.kernel.channel import RequestChannel
 from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient, PromptKernelManager, ReadyKernelClient
 from grader.kernel.measure import CpuSampler
-from grader.kernel.sandbox import ResourceWatch, SandboxPolicy, kill_user, launcher_argv, new_kernel_uid
+from grader.kernel.sandbox import (
+    ResourceWatch,
+    SandboxPolicy,
+    kernel_processes,
+    kill,
+    kill_user,
+    launcher_argv,
+    new_kernel_uid,
+)
 from grader.kernel.templates import ZOO_VIEW, TemplateClient, zoo_viewed_env
 
 LaunchMode = Literal["forked", "launched"]
+T = TypeVar("T")
 
 KERNEL_NAME = "llm-grader-python"
 MAX_MESSAGE_BYTES = 64 * 1024**2  # the largest message the grader accepts from a kernel (outputs, answers)
@@ -54,6 +65,18 @@ def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str
     if namespaced or (sandbox is not None and not platform.startswith("win")):
         return {"transport": "ipc", "ip": str(sockets / "kernel")}
     return {"transport": "tcp", "ip": "127.0.0.1"}
+
+
+_LOOP_HELPER: list[ThreadPoolExecutor] = []
+_LOOP_HELPER_LOCK = threading.Lock()
+
+
+def _loop_helper() -> ThreadPoolExecutor:
+    """The one thread that runs sessions' event loops for callers already inside an event loop (started once)."""
+    with _LOOP_HELPER_LOCK:
+        if not _LOOP_HELPER:
+            _LOOP_HELPER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel-loops"))
+        return _LOOP_HELPER[0]
 
 
 class KernelSession:
@@ -86,6 +109,13 @@ class KernelSession:
         self._client: BoundedNotebookClient | None = None
         self._km: PromptKernelManager | None = None
         self._connected = False
+        self._closing = threading.Lock()  # a kernel being checked can be stopped from another thread (a run that stops)
+        # This kernel's messages go through an event loop of its own, driven by whichever thread uses the session (one
+        # at a time: a submission's notebook runs in one thread and its checks in another, see grader.scale.overlap).
+        # A ZeroMQ socket registers with the loop it is first used in; used in a thread's own loop, it would stay
+        # registered there after it closed, and the socket of a later kernel that got its number would never wake that
+        # loop (a notebook that hangs in a cell it has finished).
+        self._loop = asyncio.new_event_loop()
         self.dead_reason: str | None = None
         self.launched_at: float | None = None
         self.uid: int | None = None
@@ -167,7 +197,7 @@ class KernelSession:
             shutdown_kernel="immediate",
         )
         try:
-            self._client.start_new_kernel(cwd=str(self.workdir), env=env)
+            self.run(self._client.async_start_new_kernel(cwd=str(self.workdir), env=env))
         except Exception as error:
             self.close()
             raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
@@ -265,7 +295,7 @@ class KernelSession:
         client = self.client()
         client.startup_timeout = int(self.startup_timeout)
         try:
-            client.start_new_kernel_client()
+            self.run(client.async_start_new_kernel_client())
         except Exception as error:
             self.close()
             raise KernelError(f"the notebook's kernel did not start: {type(error).__name__}: {error}") from error
@@ -282,35 +312,49 @@ class KernelSession:
 
     def close(self) -> None:
         """Stop the kernel (if any) and everything it started, and remove its connection files."""
-        if self.resource_watch is not None:
-            self.resource_watch.stop()
-        if self._km is not None:
-            km = self._km
-            self._km = None
-            # Shutting down a dying kernel can fail in many ways; it is gone either way.
-            with contextlib.suppress(Exception):
-                if run_sync(km.is_alive)():
-                    run_sync(km.shutdown_kernel)(now=True)
-            with contextlib.suppress(Exception):
-                run_sync(km.cleanup_resources)()
-        if self._client is not None and self._client.kc is not None:
-            with contextlib.suppress(Exception):
-                self._client.kc.stop_channels()
-            self._client.kc = None
-        if self.uid is not None:
-            kill_user(self.uid)  # what the notebook left running, even outside the kernel's tree
-        for fd in self._pause_fds or ():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._pause_fds = None
-        shutil.rmtree(self._runtime_dir, ignore_errors=True)
+        with self._closing:
+            if self.resource_watch is not None:
+                self.resource_watch.stop()
+            if self._km is not None:
+                km = self._km
+                self._km = None
+                # Shutting down a dying kernel can fail in many ways; it is gone either way.
+                with contextlib.suppress(Exception):
+                    if self.run(km.is_alive()):
+                        self.run(km.shutdown_kernel(now=True))
+                with contextlib.suppress(Exception):
+                    self.run(km.cleanup_resources())
+            if self._client is not None and self._client.kc is not None:
+                with contextlib.suppress(Exception):
+                    self._client.kc.stop_channels()
+                self._client.kc = None
+            if self.uid is not None:
+                kill_user(self.uid)  # what the notebook left running, even outside the kernel's tree
+            for fd in self._pause_fds or ():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._pause_fds = None
+            shutil.rmtree(self._runtime_dir, ignore_errors=True)
+            if not self._loop.is_closed():
+                self._loop.close()
 
-    def cpu_seconds(self) -> float | None:
-        """CPU seconds the kernel's process tree has used so far, read by the grader from /proc (None when unknown).
+    def kill(self) -> None:
+        """SIGKILL the kernel's processes (and its client's, where it was forked), touching none of the grader's
+        sockets to it: safe from another thread than the one using the session, whose requests then find the kernel
+        gone, and which closes the session itself."""
+        km = self._km
+        process = getattr(km.provisioner, "process", None) if km is not None else None
+        pids = [pid for pid in (self.root_pid, process.pid if process is not None else None) if pid is not None]
+        kill([found for pid in pids for found in kernel_processes(pid, self.uid)])
+
+    def cpu_seconds(self) -> tuple[float, float] | None:
+        """CPU seconds the kernel's process tree has used so far, and those plus the seconds its threads have waited on
+        a run queue to run, read by the grader from /proc (None when unknown).
 
         Evidence from outside the kernel: what a notebook does to its own clocks and records cannot change it.
-        Each live thread's ``schedstat`` (nanoseconds), summed; a thread that ended no longer counts, so two
-        readings bound from below what ran between them.
+        Each live thread's ``schedstat`` (nanoseconds: ran, waited to run), summed; a thread that ended no longer
+        counts, so two readings bound from below what ran between them. A thread that a busy machine starves waits on
+        a run queue meanwhile; one that sleeps does neither.
         """
         if self.root_pid is None:
             return None
@@ -319,7 +363,7 @@ class KernelSession:
             pids = [root.pid, *(child.pid for child in root.children(recursive=True))]
         except psutil.Error:
             return None
-        total_ns = 0
+        ran_ns = waited_ns = 0
         try:
             os.listdir(f"/proc/{root.pid}/task")
         except OSError:
@@ -328,8 +372,9 @@ class KernelSession:
             with contextlib.suppress(OSError):
                 for task in os.listdir(f"/proc/{pid}/task"):
                     with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/task/{task}/schedstat") as stat:
-                        total_ns += int(stat.read().split()[0])
-        return total_ns / 1e9
+                        ran, waited = stat.read().split()[:2]
+                        ran_ns, waited_ns = ran_ns + int(ran), waited_ns + int(waited)
+        return ran_ns / 1e9, (ran_ns + waited_ns) / 1e9
 
     def kernel_pid(self) -> int | None:
         """The pid of the kernel process itself (whose main thread runs the notebook's code), once known.
@@ -362,7 +407,7 @@ class KernelSession:
         if self._km is None or self.dead_reason is not None:
             return False
         try:
-            return bool(run_sync(self._km.is_alive)())
+            return bool(self.run(self._km.is_alive()))
         except Exception:
             return False
 
@@ -373,7 +418,7 @@ class KernelSession:
         self.dead_reason = reason
         if self._km is not None:
             with contextlib.suppress(Exception):
-                run_sync(self._km.shutdown_kernel)(now=True)
+                self.run(self._km.shutdown_kernel(now=True))
 
     def answers_within(self, seconds: float) -> bool:
         """Whether the kernel answers a kernel_info request within ``seconds`` (not stuck)."""
@@ -394,7 +439,7 @@ class KernelSession:
             return False
 
         try:
-            return bool(run_sync(ask)())
+            return bool(self.run(ask()))
         except Exception:
             return False
 
@@ -406,7 +451,22 @@ class KernelSession:
         """Interrupt what the kernel runs (SIGINT, or the kernel's interrupt request)."""
         if self._km is not None:
             with contextlib.suppress(Exception):
-                run_sync(self._km.interrupt_kernel)()
+                self.run(self._km.interrupt_kernel())
+
+    def run(self, work: Awaitable[T]) -> T:
+        """Run ``work`` (a coroutine of this kernel's messages) to its end in the session's own event loop."""
+        if self._loop.is_closed():
+            if isinstance(work, Coroutine):
+                work.close()
+            raise KernelError("the kernel session was used after it was closed")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._loop.run_until_complete(work)
+        # The caller runs inside an event loop of its own (Playwright's synchronous API, say), where another cannot run:
+        # the session's loop runs in a helper thread that lives as long as the process (a kernel started from a thread
+        # is told to die with it).
+        return _loop_helper().submit(self._loop.run_until_complete, work).result()
 
     def client(self) -> BoundedNotebookClient:
         """The notebook client connected to this kernel (its cells and requests go through it)."""
