@@ -14,9 +14,9 @@ import secrets
 import shutil
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from grader.checks import CheckContext, CheckKind, StopCheck, Verdict
 from grader.discover.notebook import read_notebook
@@ -35,6 +35,7 @@ from grader.kernel.sandbox import (
     KERNEL_START_PREFIX,
     kernel_start_text,
 )
+from grader.kernel.session import KernelSession
 from grader.kernel.supply import KernelSupply
 from grader.kernel.workdir import populate_workdir
 from grader.reports.figures import displayed_figures
@@ -43,6 +44,8 @@ from grader.zoo import ModelZoo
 
 INTERNAL_ERROR = "internal grader error"  # how such a result reads; its internal_error field makes the next run regrade it
 
+
+T = TypeVar("T")
 
 UNSANDBOXED_NOTE = "Your notebook ran as an ordinary program on this computer, as it does in Jupyter."
 
@@ -96,11 +99,37 @@ class Grader:
 
         ``more_to_come`` says another submission follows, so a kernel is warmed up for it.
         """
+        return self.start(path, submission_id, assignment_name, student, more_to_come).finish()
+
+    def start(
+        self,
+        path: Path,
+        submission_id: str,
+        assignment_name: str | None = None,
+        student: str | None = None,
+        more_to_come: bool = False,
+    ) -> Started:
+        """Run the notebook at ``path`` in a kernel of its own; its checks run when :meth:`Started.finish` is called,
+        which another thread may do while this one starts the next submission (see :mod:`grader.scale.overlap`).
+        Never raises for a bad submission (its result is then ready at once)."""
         started = time.monotonic()
+        ran = self._guarded(
+            lambda: self._run_notebook(path, submission_id, assignment_name, started, more_to_come),
+            path,
+            assignment_name,
+            submission_id,
+            started,
+        )
+        return Started(self, ran, student)
+
+    def _guarded(
+        self, work: Callable[[], T], path: Path, assignment_name: str | None, submission_id: str, started: float
+    ) -> T | SubmissionResult:
+        """What ``work`` returns, or this submission's result saying why it could not be graded."""
         try:
-            result = self._grade(path, submission_id, assignment_name, started, more_to_come)
+            return work()
         except KernelError as error:
-            result = SubmissionResult.without_results(
+            return SubmissionResult.without_results(
                 submission_id,
                 str(path),
                 f"{INTERNAL_ERROR}: {error.show()}",
@@ -110,7 +139,7 @@ class Grader:
                 provenance=provenance(path, None, self.seed, self.zoo),
             )
         except GraderError as error:
-            result = SubmissionResult.without_results(
+            return SubmissionResult.without_results(
                 submission_id,
                 str(path),
                 error.show(),
@@ -120,7 +149,7 @@ class Grader:
             )
         except Exception as error:  # a grader bug must still give this submission a result
             message = f"{INTERNAL_ERROR} ({type(error).__name__}: {error}); please report it with this notebook"
-            result = SubmissionResult.without_results(
+            return SubmissionResult.without_results(
                 submission_id,
                 str(path),
                 message,
@@ -130,11 +159,10 @@ class Grader:
                 duration_s=time.monotonic() - started,
                 provenance=provenance(path, None, self.seed, self.zoo),
             )
-        return dataclasses.replace(result, student=student) if student is not None else result
 
-    def _grade(
+    def _run_notebook(
         self, path: Path, submission_id: str, assignment_name: str | None, started: float, more_to_come: bool
-    ) -> SubmissionResult:
+    ) -> NotebookRun:
         notebook = read_notebook(path, max_bytes=self.course.max_notebook_bytes(assignment_name))
         notes = []
         if assignment_name is None:
@@ -146,7 +174,6 @@ class Grader:
         self.kernels.start_launching()  # a launched kernel boots while the reference side loads (seconds, once)
         reference = self._reference(assignment)
         notes += self._self_check_notes(assignment, reference)
-        sandbox_warning = self.sandbox.isolation.shortfall if self.sandbox is not None else ""
         if self.zoo is not None:
             self.zoo.verify(assignment.rubric.models)
         limits = assignment.rubric.limits
@@ -157,64 +184,76 @@ class Grader:
             notes.append(f"{KERNEL_START_PREFIX}{kernel_start}")
         session.startup_timeout = limits.startup_timeout_s
         session.limit_memory(limits.memory_mib * 1024**2)
-        workdir = session.workdir
-        execution: ExecutionRecord | None = None
+        run = NotebookRun(path, submission_id, assignment, notebook, reference, session, started, notes, kernel_start)
         try:
-            populate_workdir(workdir, path, assignment.given_files(), owner=session.owner)
-            with session:
-                harness = Harness(
-                    session,
-                    call_timeout_s=limits.call_timeout_s,
-                    token_price=self.models.token_price,
-                    lowest_token_price=self.models.lowest_token_price,
+            populate_workdir(session.workdir, path, assignment.given_files(), owner=session.owner)
+            session.__enter__()
+            run.harness = Harness(
+                session,
+                call_timeout_s=limits.call_timeout_s,
+                token_price=self.models.token_price,
+                lowest_token_price=self.models.lowest_token_price,
+            )
+            installed = run.harness.install()
+            if not installed.ok:
+                run.kernel_problem = (
+                    f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
                 )
-                installed = harness.install()
-                kernel_problem = None
-                if not installed.ok:
-                    kernel_problem = (
-                        f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."
-                    )
-                execution = session.cells.run(
-                    notebook,
-                    limits.cell_timeout_s,
-                    limits.notebook_timeout_s,
-                    limits.max_output_kib * 1024,
-                    after_first_cell=self.kernels.prepare_next if more_to_come else None,
-                )
-                if not session.alive:
-                    kernel_problem = f"The checks could not call your code: {session.dead_reason or 'the kernel stopped'}."
-                checks = self._run_checks(
-                    assignment,
-                    notebook,
-                    execution,
-                    harness if kernel_problem is None else None,
-                    reference,
-                    harness.environment,
-                    submission_id,
-                    kernel_problem,
-                )
-                environment = dict(harness.environment)
+            run.execution = session.cells.run(
+                notebook,
+                limits.cell_timeout_s,
+                limits.notebook_timeout_s,
+                limits.max_output_kib * 1024,
+                after_first_cell=self.kernels.prepare_next if more_to_come else None,
+            )
+            if not session.alive:
+                run.kernel_problem = f"The checks could not call your code: {session.dead_reason or 'the kernel stopped'}."
+        except BaseException:
+            self._end(run)
+            raise
+        return run
+
+    def _check(self, run: NotebookRun) -> SubmissionResult:
+        """Run the checks of a notebook that has run (in its kernel, still open), then stop the kernel."""
+        try:
+            assert run.harness is not None
+            checks = self._run_checks(
+                run.assignment,
+                run.notebook,
+                run.execution,
+                run.harness if run.kernel_problem is None else None,
+                run.reference,
+                run.harness.environment,
+                run.submission_id,
+                run.kernel_problem,
+            )
+            environment = dict(run.harness.environment)
         finally:
-            session.close()  # already closed unless populating the working folder failed
-            if not self.settings.keep_workdirs:
-                shutil.rmtree(workdir, ignore_errors=True)
+            self._end(run)
+        execution = run.execution
         return SubmissionResult(
-            submission_id=submission_id,
-            source=str(path),
-            assignment=assignment.name,
-            title=assignment.rubric.title,
+            submission_id=run.submission_id,
+            source=str(run.path),
+            assignment=run.assignment.name,
+            title=run.assignment.rubric.title,
             checks=tuple(checks),
             cell_problems=execution.problems if execution is not None else (),
-            figures=tuple(displayed_figures(notebook)),
-            notes=tuple(notes),
-            warnings=tuple(recorded_elsewhere(reference, self.zoo)),
-            sandbox_warning=sandbox_warning,
-            kernel_start=kernel_start,
-            duration_s=time.monotonic() - started,
-            first_cell_s=None if execution is None or execution.first_cell_at is None else execution.first_cell_at - started,
+            figures=tuple(displayed_figures(run.notebook)),
+            notes=tuple(run.notes),
+            warnings=tuple(recorded_elsewhere(run.reference, self.zoo)),
+            sandbox_warning=self.sandbox.isolation.shortfall if self.sandbox is not None else "",
+            kernel_start=run.kernel_start,
+            duration_s=time.monotonic() - run.started,
+            first_cell_s=None if execution is None or execution.first_cell_at is None else execution.first_cell_at - run.started,
             environment=environment,
-            provenance=provenance(path, assignment, self.seed, self.zoo),
+            provenance=provenance(run.path, run.assignment, self.seed, self.zoo),
         )
+
+    def _end(self, run: NotebookRun) -> None:
+        """Stop a submission's kernel and remove its working folder (unless kept)."""
+        run.session.close()
+        if not self.settings.keep_workdirs:
+            shutil.rmtree(run.session.workdir, ignore_errors=True)
 
     def _self_check_notes(self, assignment: Assignment, reference: ReferenceSide) -> list[str]:
         """What a student's self-check does not cover, and whether its recorded values fit this machine."""
@@ -317,3 +356,53 @@ class Grader:
         if self.settings.targets:
             checks = [check for check in checks if check.target in self.settings.targets]
         return checks
+
+
+@dataclasses.dataclass
+class NotebookRun:
+    """A submission whose notebook has run in its kernel (still open), its checks to come."""
+
+    path: Path
+    submission_id: str
+    assignment: Assignment
+    notebook: Any
+    reference: ReferenceSide
+    session: KernelSession
+    started: float
+    notes: list[str]
+    kernel_start: str
+    harness: Harness | None = None
+    execution: ExecutionRecord | None = None
+    kernel_problem: str | None = None
+
+
+class Started:
+    """A submission taken by :meth:`Grader.start`: its notebook has run, and :meth:`finish` runs its checks and gives
+    its result (at once where it could not run). ``finish`` may run in another thread than ``start`` did."""
+
+    def __init__(self, grader: Grader, ran: NotebookRun | SubmissionResult, student: str | None) -> None:
+        self._grader = grader
+        self._ran = ran
+        self._student = student
+
+    def finish(self) -> SubmissionResult:
+        """Run the checks and stop the kernel; the submission's result (never raises for a bad submission)."""
+        ran = self._ran
+        if isinstance(ran, NotebookRun):
+            ran = self._grader._guarded(
+                lambda: self._grader._check(ran), ran.path, ran.assignment.name, ran.submission_id, ran.started
+            )
+            self._ran = ran
+        return dataclasses.replace(ran, student=self._student) if self._student is not None else ran
+
+    def abandon(self) -> None:
+        """Stop the kernel and give up its checks (a run that stops), from the thread that ran the notebook while no
+        other thread runs :meth:`finish`."""
+        if isinstance(self._ran, NotebookRun):
+            self._grader._end(self._ran)
+
+    def stop_kernel(self) -> None:
+        """Kill the kernel's processes, from any thread: a :meth:`finish` running in another thread then ends soon
+        (its checks find the kernel gone), and what it gives is not a grade."""
+        if isinstance(self._ran, NotebookRun):
+            self._ran.session.kill()

@@ -12,6 +12,7 @@ import builtins
 import importlib.util
 import symtable
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -129,12 +130,28 @@ def _global_names(source: str) -> set[str]:
 
 
 class ReferenceModels:
-    """Models and tokenizers for the reference side, loaded once per run and shared."""
+    """Models and tokenizers for the reference side, loaded once per run and thread.
+
+    A grader checks submissions in threads of their own while the next notebook runs (grader.scale.overlap), and each
+    of those threads gets its own models and tokenizers: the reference side may set a tokenizer's padding side for a
+    while (the loss checks compute both), and a fast tokenizer used by two threads at once fails ("Already
+    borrowed"). What is the same for every thread is kept once: the token prices, the folders built from a model.
+    """
 
     def __init__(self, zoo: ModelZoo | None) -> None:
         self.zoo = zoo  # None: the real Hugging Face hub
-        self._cache: dict[str, Any] = {}
-        self._keys: dict[int, str] = {}  # id of a cached model or tokenizer -> its cache key
+        self._cache: dict[str, Any] = {}  # shared by the threads: prices, built folders
+        self._local = threading.local()  # each thread's models and tokenizers (``loaded``)
+        self._lock = threading.RLock()
+        self._keys: dict[int, str] = {}  # id of a cached model or tokenizer (any thread's) -> its cache key
+        self._held: list[Any] = []  # every one of them, as long as this object lives: an id is never reused meanwhile
+
+    def _loaded(self) -> dict[str, Any]:
+        """This thread's models and tokenizers, by key."""
+        loaded: dict[str, Any] | None = getattr(self._local, "loaded", None)
+        if loaded is None:
+            loaded = self._local.loaded = {}
+        return loaded
 
     def describe(self, value: Any) -> str | None:
         """The key of a model or tokenizer this object handed out (None for anything else)."""
@@ -147,22 +164,26 @@ class ReferenceModels:
     def model(self, spec: ModelSpec) -> Any:
         """The model a spec describes (``hub_id``, ``quantization``, ``dtype``, ``device``)."""
         key = "model:" + repr(sorted(spec.items()))
-        if key not in self._cache:
-            with quiet_libraries():
-                self._cache[key] = runtime.load_model({**spec, "hub_id": self.source(spec["hub_id"])})
-            self._keys[id(self._cache[key])] = key
-        return self._cache[key]
+        loaded = self._loaded()
+        if key not in loaded:
+            with self._lock, quiet_libraries():
+                loaded[key] = runtime.load_model({**spec, "hub_id": self.source(spec["hub_id"])})
+                self._keys[id(loaded[key])] = key
+                self._held.append(loaded[key])
+        return loaded[key]
 
     def tokenizer(self, hub_id: str) -> Any:
         """The tokenizer of ``hub_id``."""
         key = f"tokenizer:{hub_id}"
-        if key not in self._cache:
+        loaded = self._loaded()
+        if key not in loaded:
             from transformers import AutoTokenizer
 
-            with quiet_libraries():
-                self._cache[key] = AutoTokenizer.from_pretrained(self.source(hub_id))
-            self._keys[id(self._cache[key])] = key
-        return self._cache[key]
+            with self._lock, quiet_libraries():
+                loaded[key] = AutoTokenizer.from_pretrained(self.source(hub_id))
+                self._keys[id(loaded[key])] = key
+                self._held.append(loaded[key])
+        return loaded[key]
 
     def lowest_token_price(self, again: bool = False) -> float | None:
         """The lowest price per token among the zoo's models (what any tiny model's generate costs at least);
@@ -184,43 +205,45 @@ class ReferenceModels:
         a shared virtual machine, 4.1 ms a token, against 1.2 ms for an honest call later in the same run (and
         1.5 ms measured on a quiet machine). So ``again`` measures once more and keeps the lower price: the grader
         asks before it rules that a call was faster than its price allows."""
-        key = f"price:{hub_id}"
-        if key not in self._cache or (again and self._cache[key] is not None):
-            earlier: float | None = self._cache.get(key)
-            import time
+        with self._lock:
+            key = f"price:{hub_id}"
+            if key not in self._cache or (again and self._cache[key] is not None):
+                earlier: float | None = self._cache.get(key)
+                import time
 
-            import torch
+                import torch
 
-            try:
-                model = self.model({"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": "cpu"})
-                inputs = self.tokenizer(hub_id)("Once upon a time", return_tensors="pt")
-                settings = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0}
-                threads = torch.get_num_threads()
-                # One thread: with more, the measuring thread can spin at OpenMP's barriers on a busy machine, and
-                # its CPU time then overstates the price many times over.
-                torch.set_num_threads(1)
                 try:
-                    with quiet_libraries(), torch.no_grad():
-                        model.generate(**inputs, **{**settings, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
-                        costs = []
-                        for _ in range(3):  # the least of three: a preempted or throttled run only ever costs more
-                            started = time.thread_time()
-                            model.generate(**inputs, **settings)
-                            costs.append((time.thread_time() - started) / tokens)
-                finally:
-                    torch.set_num_threads(threads)
-                self._cache[key] = min(costs if earlier is None else [*costs, earlier])
-            except Exception:  # a model that cannot generate here: no price (or the earlier one), the other evidence holds
-                self._cache[key] = earlier
-        price: float | None = self._cache[key]
-        return price
+                    model = self.model({"hub_id": hub_id, "quantization": "none", "dtype": "float32", "device": "cpu"})
+                    inputs = self.tokenizer(hub_id)("Once upon a time", return_tensors="pt")
+                    settings = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0}
+                    threads = torch.get_num_threads()
+                    # One thread: with more, the measuring thread can spin at OpenMP's barriers on a busy machine, and
+                    # its CPU time then overstates the price many times over.
+                    torch.set_num_threads(1)
+                    try:
+                        with quiet_libraries(), torch.no_grad():
+                            model.generate(**inputs, **{**settings, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+                            costs = []
+                            for _ in range(3):  # the least of three: a preempted or throttled run only ever costs more
+                                started = time.thread_time()
+                                model.generate(**inputs, **settings)
+                                costs.append((time.thread_time() - started) / tokens)
+                    finally:
+                        torch.set_num_threads(threads)
+                    self._cache[key] = min(costs if earlier is None else [*costs, earlier])
+                except Exception:  # a model that cannot generate here: no price (or the earlier one), the other evidence holds
+                    self._cache[key] = earlier
+            price: float | None = self._cache[key]
+            return price
 
     def built(self, key: str, build: Callable[[Path], None]) -> Path:
         """A folder of files that ``build`` writes, built once per run and kept until this object goes (a temporary
         folder): for what the grader derives from a model and hands every kernel the same, such as a quantized copy."""
         key = f"built:{key}"
-        if key not in self._cache:
-            folder = scratch.temporary_directory("built")
-            build(Path(folder.name) / "files")
-            self._cache[key] = folder
-        return Path(self._cache[key].name) / "files"
+        with self._lock:
+            if key not in self._cache:
+                folder = scratch.temporary_directory("built")
+                build(Path(folder.name) / "files")
+                self._cache[key] = folder
+            return Path(self._cache[key].name) / "files"
