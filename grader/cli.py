@@ -100,6 +100,12 @@ def main() -> None:
 )
 @click.option("--keep-workdirs", is_flag=True, help="Keep each notebook's temporary working folder (for debugging).")
 @click.option(
+    "--one-at-a-time",
+    is_flag=True,
+    help="Check each submission before its worker runs the next notebook (default: the next notebook runs while the "
+    "last one is checked, which is faster; its cells then share the CPUs with the timed checks).",
+)
+@click.option(
     "--json",
     "json_out",
     metavar="FILE",
@@ -121,6 +127,7 @@ def run(
     force: bool,
     layout: str,
     keep_workdirs: bool,
+    one_at_a_time: bool,
     json_out: Path | None,
     quiet: bool,
 ) -> None:
@@ -150,6 +157,7 @@ def run(
                 keep_workdirs,
                 Path(unpacked),
                 console,
+                overlap=not one_at_a_time,
             )
     except GraderError as error:
         Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
@@ -390,6 +398,7 @@ def _grade(
     keep_workdirs: bool,
     unpacked: Path,
     console: Console,
+    overlap: bool = True,
 ) -> BatchOutcome:
     # Imported here so that `grade --help` answers without loading torch.
     from grader.discover.submissions import find_submissions
@@ -421,6 +430,7 @@ def _grade(
         keep_workdirs=keep_workdirs,
         workers=workers,
         force=force,
+        overlap=overlap,
         ray=ray_address,
     )
     with Progress(

@@ -14,6 +14,7 @@ class GradingSettings:
     keep_workdirs: bool = False
     warm_kernels: bool = True  # launch the next submission's kernel while one is graded
     fork_kernels: bool = True  # fork kernels from a pre-imported template where the sandbox allows it
+    checking: int = 2  # submissions a worker checks at once while its next notebook runs (0: none; grader.scale.overlap)
     kernel_threads: int | None = None  # torch/OpenMP threads per kernel (None: the library's default)
     hidden_paths: tuple[str, ...] = ()  # hidden from kernels besides the course's files: output, submissions
     public_only: bool = False  # a student's self-check: hidden checks are counted, not run

@@ -56,6 +56,7 @@ class BatchOptions:
     workers: int | None = None  # None: from the CPUs and memory
     force: bool = False
     warm_kernels: bool = True
+    overlap: bool = True  # check one submission while the next one's notebook runs (grader.scale.overlap)
     ray: str | None = None  # grade on this Ray cluster ("auto", "local", "ray://HEAD:10001") instead of local workers
 
 
@@ -139,6 +140,7 @@ def grade_batch(
             seed=seed,
             keep_workdirs=options.keep_workdirs,
             warm_kernels=options.warm_kernels,
+            checking=GradingSettings.checking if options.overlap else 0,
             fork_kernels=not os.environ.get("GRADER_LAUNCH_KERNELS"),
             kernel_threads=kernel_threads(workers),
             hidden_paths=_hidden_from_kernels(found, out_dir),

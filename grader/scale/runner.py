@@ -1,7 +1,8 @@
 """Grade many submissions: in this process, or in parallel worker processes.
 
 Each worker is a process with its own :class:`~grader.grading.grader.Grader` (reference models loaded
-once) that keeps one kernel warm for its next submission. Workers take tasks from a shared
+once) that keeps one kernel warm for its next submission and runs its next notebook while it checks earlier ones
+(:mod:`grader.scale.overlap`). Workers take tasks from a shared
 queue and send each result back as JSON as soon as it is graded; this process alone writes
 files and the gradebook, one result at a time, so a run killed at any point keeps every result
 already reported. Hidden inputs derive from the run's seed and the submission id, never from
@@ -10,6 +11,7 @@ the worker, so one worker and many give the same results.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import multiprocessing
@@ -28,7 +30,9 @@ from grader.grading.kernels import OPENMP_WAIT_POLICY, SharedKernels
 from grader.grading.settings import GradingSettings
 from grader.reports.results import SubmissionResult, result_from_json, result_to_json
 
-WORKER_MEMORY_BYTES = 1536 * 1024**2  # a worker, its kernel and the warm next one, with the tiny models
+# A worker and its kernels (two being checked, one running its notebook, the warm next one), with the tiny models:
+# about 0.8 GiB of PSS at its peak on the latency samples (benchmarks/throughput.py), with room to spare.
+WORKER_MEMORY_BYTES = 1536 * 1024**2
 # What every worker imports (seconds of CPU each): a fork server imports it once and forks each worker from
 # itself, where there is one (POSIX); elsewhere each worker is a fresh interpreter that imports it again.
 WORKER_PRELOAD = [
@@ -139,42 +143,72 @@ def grade_task(grader: Any, task: Task, more_to_come: bool, node: str, path: Pat
 
 
 def _grade_here(tasks: Sequence[Task], config: RunConfig) -> Iterator[SubmissionResult]:
+    from grader.scale.overlap import Overlapped
+
     if config.settings.kernel_threads:
         import torch
 
         torch.set_num_threads(config.settings.kernel_threads)
-    with build_grader(config) as grader:
-        for position, task in enumerate(tasks):
-            yield grade_task(grader, task, position < len(tasks) - 1, socket.gethostname())
+    done: collections.deque[SubmissionResult] = collections.deque()  # filled by the checks' thread
+    try:
+        with (
+            build_grader(config) as grader,
+            Overlapped(
+                grader, lambda task, result: done.append(result), socket.gethostname(), config.settings.checking
+            ) as overlapped,
+        ):
+            for position, task in enumerate(tasks):
+                overlapped.grade(task, position < len(tasks) - 1)
+                while done:
+                    yield done.popleft()
+    except GeneratorExit:
+        raise
+    except BaseException:
+        while done:  # checked before the run stopped (interrupted while the next notebook ran): kept
+            yield done.popleft()
+        raise
+    while done:
+        yield done.popleft()
 
 
 def _worker(config: RunConfig, tasks: Any, results: Any, remaining: Any) -> None:
-    """A worker process: grade tasks until the queue says stop or this run's main process is gone."""
+    """A worker process: grade tasks until the queue says stop or this run's main process is gone; each result is
+    sent the moment its checks end (from the checks' thread, while the next notebook runs)."""
     die_with_parent()
     freeze_imports()
     import torch
 
     from grader.quiet import quiet_libraries
+    from grader.scale.overlap import Overlapped
 
     if config.settings.kernel_threads:
         torch.set_num_threads(config.settings.kernel_threads)
     parent = multiprocessing.parent_process()
-    with quiet_libraries(), build_grader(config) as grader:
+    pid = os.getpid()
+
+    def deliver(task: Task, result: SubmissionResult) -> None:
+        results.put(("done", pid, task.index, result_to_json(result)))
+
+    with (
+        quiet_libraries(),
+        build_grader(config) as grader,
+        Overlapped(grader, deliver, socket.gethostname(), config.settings.checking) as overlapped,
+    ):
         while True:
             try:
                 task = tasks.get(timeout=1.0)
             except queue.Empty:
                 if parent is not None and not parent.is_alive():
                     return  # the run was killed: stop rather than grade for nobody
+                overlapped.check()  # a result that could not be sent: this worker ends, and the run says so
                 continue
             if task is None:
                 return
             with remaining.get_lock():
                 remaining.value -= 1
                 more = remaining.value > 0
-            results.put(("started", os.getpid(), task.index, None))
-            result = grade_task(grader, task, more, socket.gethostname())
-            results.put(("done", os.getpid(), task.index, result_to_json(result)))
+            results.put(("started", pid, task.index, None))
+            overlapped.grade(task, more)
 
 
 def freeze_imports() -> None:
@@ -219,7 +253,7 @@ def _grade_in_processes(tasks: Sequence[Task], config: RunConfig, workers: int) 
 
     for _ in range(min(workers, len(tasks))):
         start_worker()
-    in_flight: dict[int, int] = {}  # worker pid -> task index
+    in_flight: dict[int, set[int]] = {}  # worker pid -> its tasks' indices (one checked, one running)
     done: set[int] = set()
     try:
         while len(done) < len(tasks):
@@ -229,17 +263,16 @@ def _grade_in_processes(tasks: Sequence[Task], config: RunConfig, workers: int) 
                 for pid, process in list(processes.items()):
                     if not process.is_alive():
                         del processes[pid]
-                        lost = in_flight.pop(pid, None)
-                        if lost is not None and lost not in done:
+                        for lost in sorted(in_flight.pop(pid, set()) - done):
                             done.add(lost)
                             yield _worker_died(by_index[lost], process.exitcode)
-                        if len(done) + len(in_flight) < len(tasks):
+                        if len(done) + sum(map(len, in_flight.values())) < len(tasks):
                             start_worker()
                 continue
             if kind == "started":
-                in_flight[pid] = index
+                in_flight.setdefault(pid, set()).add(index)
             elif index not in done:
-                in_flight.pop(pid, None)
+                in_flight.get(pid, set()).discard(index)
                 done.add(index)
                 yield result_from_json(payload)
     finally:
