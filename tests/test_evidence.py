@@ -92,6 +92,17 @@ def test_generate_work_the_kernel_never_did_on_the_cpu_is_ruled_out() -> None:
     assert forgery(0.9, on_gpu, Measured(0.95, PACE, cpu_s=0.02)) == ""  # a GPU's work is not the kernel's CPU time
 
 
+def test_a_kernel_starved_by_a_busy_machine_waited_to_run_and_is_not_a_forgery() -> None:
+    """Seen in the full suite (two pytest workers, each grading with workers that overlap notebooks and checks): an
+    honest generate of 1.03 s in which the kernel ran 0.057 s. A starved kernel waits on a run queue meanwhile; one
+    that sleeps through its claimed work does not, however busy the machine."""
+    events = [generate(0.0, 0.3 + PACE, paced=PACE), generate(0.6, 0.3)]
+    assert forgery(0.9, events, Measured(0.95, PACE, cpu_s=0.02, ready_s=0.62)) == ""
+    slept = forgery(0.9, events, Measured(0.95, PACE, cpu_s=0.02, ready_s=0.05))
+    assert slept.startswith("its generate calls on the CPU claim 0.600 s of work, but the kernel used 0.020 s of CPU and ")
+    assert "waited 0.030 s to run" in slept
+
+
 @pytest.mark.parametrize("claim", [CPU_MIN_CLAIM_S * 0.9, 0.05])
 def test_claims_too_small_for_proc_are_left_to_the_other_evidence(claim: float) -> None:
     assert forgery(0.5, [generate(0.0, claim + PACE, paced=PACE)], Measured(0.55, PACE, cpu_s=0.0)) == ""

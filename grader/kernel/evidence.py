@@ -106,6 +106,9 @@ class Measured:
     # (grader's perf_counter, seconds the main thread ran or waited on a run queue to run) samples: a thread a busy
     # machine starves is runnable meanwhile, a thread that sleeps is not (empty where not readable).
     runnable: Sequence[tuple[float, float]] = field(default_factory=tuple)
+    # Seconds the kernel's processes ran or waited on a run queue to run meanwhile (None: not readable here): on a
+    # machine too busy to run them, what they waited makes up their share of the call's time; sleeping is neither.
+    ready_s: float | None = None
 
 
 class Timeline:
@@ -341,10 +344,14 @@ def scheduled_forgery(events: Sequence[Event], measured: Measured) -> str:
             for event in _generates(events)
             if event["model_device"].startswith("cpu")
         )
-        if claimed >= CPU_MIN_CLAIM_S and measured.cpu_s < CPU_SHARE * claimed:
+        # What ran, or was ready to run and waited for a CPU (a kernel starved by a busy machine: seen in the full
+        # suite, an honest generate of 1.03 s in which its kernel ran 0.057 s).
+        ready = measured.ready_s if measured.ready_s is not None else measured.cpu_s
+        if claimed >= CPU_MIN_CLAIM_S and ready < CPU_SHARE * claimed:
+            waited = f" and waited {ready - measured.cpu_s:.3f} s to run" if ready > measured.cpu_s else ""
             return (
                 f"its generate calls on the CPU claim {claimed:.3f} s of work, but the kernel used {measured.cpu_s:.3f} s "
-                "of CPU during the whole call (read by the grader from /proc)"
+                f"of CPU{waited} during the whole call (read by the grader from /proc)"
             )
     return ""
 

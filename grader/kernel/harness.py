@@ -394,7 +394,9 @@ class Harness:
         if outcome.status not in ("returned", "raised"):
             return outcome
         cpu_after = self.session.cpu_seconds()
-        cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        cpu_s = ready_s = None
+        if cpu_before is not None and cpu_after is not None:
+            cpu_s, ready_s = cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
         evidence = Measured(
             reply.duration_s,
             pace_s,
@@ -405,6 +407,7 @@ class Harness:
             self._price(request),
             pauses=tuple(pauses.pauses) if served else None,
             runnable=tuple(sampler.runnable),
+            ready_s=ready_s,
         )
         events, unserved = attribute_pauses(outcome.events, evidence)
         outcome = replace(outcome, events=events)
