@@ -6,8 +6,9 @@ answers to come back. Measured on the latency samples (20 notebooks, 2 workers o
 idle 40 % of a run that checked each submission before running the next notebook, and the checks took three times as
 long as the notebooks. So a worker checks up to ``checking`` submissions at once, each in a thread of its own, while
 the next notebook runs in its own kernel: with the default of two, a worker holds four kernels at most (two checked,
-one running, the warm next one), and that run took 0.79 of its time (1.85 x faster with one worker); one at a time
-left the CPUs idle during the longer checks.
+one running, the warm next one). In two benchmark runs, two workers took 31.1 s and 29.8 s against 40.5 s and 41.5 s
+one at a time (benchmarks/throughput.py, README "Performance"); with one check at a time (one thread), the longer
+checks still left the CPUs idle (about 43 s).
 
 What a submission is graded with does not change: its kernel, its seed-derived hidden inputs, its checks, its result
 (the same verdicts, measured on the samples); only what else shares the CPUs while its timed calls run, which the
