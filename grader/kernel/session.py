@@ -67,16 +67,9 @@ def kernel_transport(sandbox: SandboxPolicy | None, sockets: Path, platform: str
     return {"transport": "tcp", "ip": "127.0.0.1"}
 
 
-_LOOP_HELPER: list[ThreadPoolExecutor] = []
-_LOOP_HELPER_LOCK = threading.Lock()
-
-
-def _loop_helper() -> ThreadPoolExecutor:
-    """The one thread that runs sessions' event loops for callers already inside an event loop (started once)."""
-    with _LOOP_HELPER_LOCK:
-        if not _LOOP_HELPER:
-            _LOOP_HELPER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel-loops"))
-        return _LOOP_HELPER[0]
+# The one thread that runs sessions' event loops for callers already inside an event loop (its thread starts at the
+# first such call: a process that never makes one, such as a kernel template, has none).
+_LOOP_HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernel-loops")
 
 
 class KernelSession:
@@ -466,7 +459,7 @@ class KernelSession:
         # The caller runs inside an event loop of its own (Playwright's synchronous API, say), where another cannot run:
         # the session's loop runs in a helper thread that lives as long as the process (a kernel started from a thread
         # is told to die with it).
-        return _loop_helper().submit(self._loop.run_until_complete, work).result()
+        return _LOOP_HELPER.submit(self._loop.run_until_complete, work).result()
 
     def client(self) -> BoundedNotebookClient:
         """The notebook client connected to this kernel (its cells and requests go through it)."""

@@ -25,7 +25,6 @@ can go on in another thread than the one its notebook ran in.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,10 +32,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from grader.scale.runner import Task, graded, start_task
+
 if TYPE_CHECKING:
     from grader.grading.grader import Started
     from grader.reports.results import SubmissionResult
-    from grader.scale.runner import Task
 
 Deliver = Callable[["Task", "SubmissionResult"], None]
 
@@ -59,7 +59,7 @@ class Overlapped:
     def grade(self, task: Task, more_to_come: bool, path: Path | None = None) -> None:
         """Run ``task``'s notebook (``path``: where it is here, default its own path), then have it checked: in a
         checks thread once one is free (the earlier submissions' checks run meanwhile), or here."""
-        started = self.grader.start(path or Path(task.path), task.submission_id, task.assignment, task.student, more_to_come)
+        started = start_task(self.grader, task, more_to_come, path)
         if self._checks is None:
             self._finish(task, started)
             return
@@ -89,7 +89,7 @@ class Overlapped:
         if self._stopping.is_set():
             return
         try:
-            self.deliver(task, dataclasses.replace(result, source=task.path, node=self.node))
+            self.deliver(task, graded(task, result, self.node))
         except Exception as error:  # (a result that cannot be sent) the submission is still told of
             self.deliver(
                 task, task.failed(f"its result could not be sent ({type(error).__name__}: {error})", internal_error=True)

@@ -138,7 +138,17 @@ def grade_tasks(
 def grade_task(grader: Any, task: Task, more_to_come: bool, node: str, path: Path | None = None) -> SubmissionResult:
     """One task's result, saying which ``node`` graded it; ``path``: where its notebook is here (default: the
     task's own path)."""
-    result = grader.grade(path or Path(task.path), task.submission_id, task.assignment, task.student, more_to_come=more_to_come)
+    return graded(task, start_task(grader, task, more_to_come, path).finish(), node)
+
+
+def start_task(grader: Any, task: Task, more_to_come: bool, path: Path | None = None) -> Any:
+    """Run one task's notebook (``path``: where it is here, default the task's own path): a
+    :class:`~grader.grading.grader.Started`, whose ``finish()`` checks it."""
+    return grader.start(path or Path(task.path), task.submission_id, task.assignment, task.student, more_to_come)
+
+
+def graded(task: Task, result: SubmissionResult, node: str) -> SubmissionResult:
+    """A task's result as a run reports it: its source as the task names it, and the ``node`` that graded it."""
     return dataclasses.replace(result, source=task.path, node=node)
 
 
@@ -253,7 +263,7 @@ def _grade_in_processes(tasks: Sequence[Task], config: RunConfig, workers: int) 
 
     for _ in range(min(workers, len(tasks))):
         start_worker()
-    in_flight: dict[int, set[int]] = {}  # worker pid -> its tasks' indices (one checked, one running)
+    in_flight: dict[int, set[int]] = {}  # worker pid -> its tasks' indices (being checked, or running)
     done: set[int] = set()
     try:
         while len(done) < len(tasks):
