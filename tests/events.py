@@ -20,6 +20,8 @@ GENERATE: dict[str, Any] = {
     "model_dtype": "torch.float32",
     "model_training": False,
     "grad_enabled": False,
+    "autocast": None,
+    "thread": 1,
     "kwargs": {},
     "positional_args": 0,
     "input_shape": [1, 5],
@@ -63,12 +65,15 @@ def generate_event(valid: bool = True, **fields: Any) -> GenerateEvent:
 
 def tokenize_event(start: float, end: float, **fields: Any) -> TokenizeEvent:
     return cast(
-        TokenizeEvent, _made({"type": "tokenize", "start": start, "end": end, "pause": None, "paced_s": None}, fields, True)
+        TokenizeEvent,
+        _made({"type": "tokenize", "thread": 1, "start": start, "end": end, "pause": None, "paced_s": None}, fields, True),
     )
 
 
 def synchronize_event(start: float, end: float, error: str | None = None) -> SynchronizeEvent:
-    return cast(SynchronizeEvent, _made({"type": "synchronize", "start": start, "end": end, "error": error}, {}, True))
+    return cast(
+        SynchronizeEvent, _made({"type": "synchronize", "thread": 1, "start": start, "end": end, "error": error}, {}, True)
+    )
 
 
 def event(kind: str, **fields: Any) -> Event:

@@ -25,7 +25,10 @@ def test_a_well_formed_answer_is_read_with_its_events_typed() -> None:
         "status": "returned",
         "value": {"kind": "float", "value": 0.5},
         "duration_s": 0.6,
-        "events": [generate_event(max_new_tokens=4), {"type": "tokenize", "start": 0.9, "end": 1.0, "pause": 1, "paced_s": None}],
+        "events": [
+            generate_event(max_new_tokens=4),
+            {"type": "tokenize", "thread": 1, "start": 0.9, "end": 1.0, "pause": 1, "paced_s": None},
+        ],
         "events_dropped": 0,
         "stdout": "",
     }
@@ -89,7 +92,7 @@ def test_a_misspelt_protocol_field_is_a_type_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stdout
     assert 'TypedDict "GenerateEvent" has no key "max_new_token"' in result.stdout
-    assert 'Missing keys ("start", "end", "pause", "paced_s") for TypedDict "TokenizeEvent"' in result.stdout
+    assert 'Missing keys ("thread", "start", "end", "pause", "paced_s") for TypedDict "TokenizeEvent"' in result.stdout
     assert 'Extra key "begin" for TypedDict "TokenizeEvent"' in result.stdout
 
 
@@ -98,6 +101,7 @@ def test_a_forward_pass_traced_by_an_onnx_export_has_symbolic_sizes() -> None:
     their type's name). Seen in the quantization corpus when the protocol first allowed only ints."""
     traced = {
         "type": "forward",
+        "thread": 1,
         "model_id": 1,
         "model_serial": 2,
         "model_type": "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel",
@@ -109,6 +113,7 @@ def test_a_forward_pass_traced_by_an_onnx_export_has_symbolic_sizes() -> None:
         "input_shape": ["SymInt", "SymInt"],
         "input_device": "cpu",
         "row_tokens": None,
+        "rows": None,
         "has_labels": False,
         "has_attention_mask": True,
         "nested": False,

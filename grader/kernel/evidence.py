@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -109,6 +109,19 @@ class Measured:
     # Seconds the kernel's processes ran or waited on a run queue to run meanwhile (None: not readable here): on a
     # machine too busy to run them, what they waited makes up their share of the call's time; sleeping is neither.
     ready_s: float | None = None
+    # The kernel's main thread (its native id, as events name their thread; None: unknown, every event is read as
+    # the main thread's) and the other threads' samples, like ``timeline`` and ``runnable``: an event run in a worker
+    # thread (a thread pool, a streamer) is judged by its own thread's samples, or not at all where it has none.
+    main_thread: int | None = None
+    thread_timelines: Mapping[int, Sequence[tuple[float, float]]] = field(default_factory=dict)
+    thread_runnable: Mapping[int, Sequence[tuple[float, float]]] = field(default_factory=dict)
+
+    def samples_of(self, event: Event) -> tuple[Sequence[tuple[float, float]], Sequence[tuple[float, float]]]:
+        """The CPU samples (ran; ran or waited to run) of the thread an event ran in (empty: none were taken)."""
+        thread = event.get("thread")
+        if self.main_thread is None or not isinstance(thread, int) or thread == self.main_thread:
+            return self.timeline, self.runnable
+        return self.thread_timelines.get(thread, ()), self.thread_runnable.get(thread, ())
 
 
 class Timeline:
@@ -176,21 +189,18 @@ def generated_anything(event: GenerateEvent) -> bool:
 
 
 def _overlapping(events: Sequence[Event]) -> tuple[Paced, Paced] | None:
-    """Two generate or tokenizer events that overlap in time: the runtime records only the outermost of each,
-    one after another on the thread that runs the call, so only a forged stamp overlaps another."""
-    stamped = sorted(
-        (
-            (start, end, event)
-            for event in events
-            if _is_paced(event)
-            and (start := _seconds(event["start"])) is not None
-            and (end := _seconds(event["end"])) is not None
-        ),
-        key=lambda item: item[0],
-    )
-    for (_, end, earlier), (start, _, later) in itertools.pairwise(stamped):
-        if start < end - 0.001:
-            return earlier, later
+    """Two generate or tokenizer events of one thread that overlap in time: the runtime records only the outermost of
+    each, one after another on each thread, so only a forged stamp overlaps another of its thread (two threads may
+    well run at once: a generate in a worker thread while the main thread tokenizes)."""
+    threads: dict[Any, list[tuple[float, float, Paced]]] = {}
+    for event in events:
+        if _is_paced(event) and (start := _seconds(event["start"])) is not None and (end := _seconds(event["end"])) is not None:
+            threads.setdefault(event.get("thread"), []).append((start, end, event))
+    for stamped in threads.values():
+        stamped.sort(key=lambda item: item[0])
+        for (_, end, earlier), (start, _, later) in itertools.pairwise(stamped):
+            if start < end - 0.001:
+                return earlier, later
     return None
 
 
@@ -369,18 +379,24 @@ def work_and_pause(event: Stamped, origin: float = 0.0) -> tuple[tuple[float, fl
 
 
 def _timeline(events: Sequence[Event], measured: Measured) -> str:
-    """What the main thread's sampled CPU time rules out of the events' own times ("" when nothing)."""
+    """What the sampled CPU time of each event's thread rules out of the events' own times ("" when nothing)."""
     if measured.clock_origin is None or len(measured.timeline) < 2:
         return ""
-    timeline = Timeline(measured.timeline)
-    runnable_timeline = Timeline(measured.runnable) if len(measured.runnable) >= 2 else None
-    first, last = timeline.times[0], timeline.times[-1]
+    main = Timeline(measured.timeline)
+    first, last = main.times[0], main.times[-1]
     for event in filter(_is_stamped, events):
         start, end = _seconds(event["start"]), _seconds(event["end"])
         if start is None or end is None:
             continue
         if measured.clock_origin + start < first - CLOCK_SLACK_S or measured.clock_origin + end > last + CLOCK_SLACK_S:
             return f"a {event['type']} event is stamped outside the request, by the grader's clock"
+        samples, runnable_samples = measured.samples_of(event)
+        if len(samples) < 2:
+            continue  # a thread the grader did not see (it began and ended between two samples): no evidence
+        timeline = Timeline(samples)
+        runnable_timeline = Timeline(runnable_samples) if len(runnable_samples) >= 2 else None
+        if not _covers(timeline, measured.clock_origin + start, measured.clock_origin + end):
+            continue  # the thread's samples do not span the event (it started or ended inside it): no evidence
         paced = _paced_s(event)
         compute, sleep = work_and_pause(event, measured.clock_origin)
         if paced > 2 * TIMELINE_SLACK_S:
@@ -396,11 +412,17 @@ def _timeline(events: Sequence[Event], measured: Measured) -> str:
             # Starved, not asleep: the time it waited on a run queue counts (an overloaded machine, not a forgery).
             runnable = runnable_timeline.cpu_between(*compute) if runnable_timeline is not None else ran
             if runnable < RUN_SHARE * length - TIMELINE_SLACK_S * RUN_SHARE:
+                which = "main thread" if samples is measured.timeline else f"thread {event['thread']}"
                 return (
-                    f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's main thread ran "
+                    f"a generate call claims {length:.3f} s of work on the CPU, during which the kernel's {which} ran "
                     f"{ran:.3f} s (sampled by the grader from /proc)"
                 )
     return ""
+
+
+def _covers(timeline: Timeline, start: float, end: float) -> bool:
+    """Whether a thread's samples span an interval (the thread lived, and was sampled, from before it to after it)."""
+    return timeline.times[0] <= start + TIMELINE_SLACK_S and timeline.times[-1] >= end - TIMELINE_SLACK_S
 
 
 def _torch_on_cpu(event: GenerateEvent) -> bool:

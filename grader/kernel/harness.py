@@ -31,15 +31,18 @@ from grader.kernel.evidence import (
 from grader.kernel.protocol import (
     Answer,
     CallRequest,
+    CopyRecipe,
     Event,
     FigureEvent,
     ForwardEvent,
     GenerateEvent,
     GenerateRequest,
     HandleRecipe,
+    ItemRecipe,
     LiteralRecipe,
     MappingRecipe,
     ModelRecipe,
+    ModelSeen,
     ModelSpec,
     NameInfo,
     OnnxModelRecipe,
@@ -99,6 +102,7 @@ class CallOutcome:
     events: tuple[Event, ...] = ()
     start: float | None = None
     end: float | None = None
+    models: tuple[ModelSeen, ...] = ()  # the models the call was given or ran (grader/kernel/protocol.py)
     raw: Answer = field(default_factory=lambda: Answer(status="internal"))
 
     @property
@@ -133,6 +137,10 @@ class CallOutcome:
     def figure_events(self) -> list[FigureEvent]:
         """The figures this call drew, showed or left open (when the call watched figures)."""
         return [event for event in self.events if event["type"] == "figure"]
+
+    def model(self, serial: int) -> ModelSeen | None:
+        """What the model of that serial is (None when the call's answer does not say)."""
+        return next((seen for seen in self.models if seen["serial"] == serial), None)
 
 
 # Argument recipes: how the kernel builds each argument of a call (grader/kernel/protocol.py).
@@ -174,6 +182,16 @@ def tokenizer(
     its tokenizer (a padding side it forgot to restore) never reaches the next call.
     """
     return {"$tokenizer": {"hub_id": hub_id, "pad_token": pad_token, "padding_side": padding_side}}
+
+
+def item(recipe: Recipe, index: int | str) -> ItemRecipe:
+    """An item of what ``recipe`` builds (the model in a kept ``(tokenizer, model)``)."""
+    return {"$item": {"of": recipe, "index": index}}
+
+
+def copied(recipe: Recipe) -> CopyRecipe:
+    """A deep copy of what ``recipe`` builds: a tokenizer one call may change (its padding side) and no other sees."""
+    return {"$copy": recipe}
 
 
 def notebook_value(*path: Any) -> PathRecipe:
@@ -408,6 +426,9 @@ class Harness:
             pauses=tuple(pauses.pauses) if served else None,
             runnable=tuple(sampler.runnable),
             ready_s=ready_s,
+            main_thread=sampler.main,
+            thread_timelines={tid: tuple(samples) for tid, samples in sampler.threads.items() if tid != sampler.main},
+            thread_runnable={tid: tuple(samples) for tid, samples in sampler.threads_runnable.items() if tid != sampler.main},
         )
         events, unserved = attribute_pauses(outcome.events, evidence)
         outcome = replace(outcome, events=events)
@@ -547,5 +568,6 @@ def _outcome_from_answer(answer: Answer, wall_s: float) -> CallOutcome:
         events=tuple(answer.get("events", [])),
         start=answer.get("start"),
         end=answer.get("end"),
+        models=tuple(answer.get("models", [])),
         raw=answer,
     )

@@ -1,4 +1,4 @@
-"""What the grader measures of a kernel from outside while a call runs: its main thread's CPU time, sampled
+"""What the grader measures of a kernel from outside while a call runs: its threads' CPU time, sampled
 (:class:`CpuSampler`), and the pacing pauses it serves and logs itself (:class:`PauseServer`)."""
 
 from __future__ import annotations
@@ -9,53 +9,94 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from grader.kernel.evidence import Pause
 
 
 class CpuSampler:
-    """Samples one thread's CPU time (``/proc/<pid>/task/<tid>/schedstat``, nanoseconds) against the grader's
-    monotonic clock (``time.perf_counter``, the clock the kernel's runtime stamps its events with), every
-    ``interval_s`` in a thread of the grader, while the ``with`` block runs: evidence from outside the kernel
-    of when its main thread really ran. ``samples`` is empty where the file cannot be read (not Linux).
+    """Samples the CPU time of every thread of the kernel's process (``/proc/<pid>/task/<tid>/schedstat``,
+    nanoseconds) against the grader's monotonic clock (``time.perf_counter``, the clock the kernel's runtime stamps
+    its events with), every ``interval_s`` in a thread of the grader, while the ``with`` block runs: evidence from
+    outside the kernel of when each thread really ran. A generate run in a worker thread (a thread pool, a streamer)
+    is judged by that thread's samples. ``samples`` (the main thread's) is empty where the files cannot be read.
     """
 
     MAX_SAMPLES = 200_000
+    MAX_THREADS = 256
+    RELIST_S = 0.02  # how often the process's threads are listed again (a thread started meanwhile is then sampled)
 
-    def __init__(self, path: Path | None, interval_s: float = 0.004) -> None:
-        self.path = path
+    def __init__(self, pid: int | None, interval_s: float = 0.004) -> None:
+        self.pid = pid
         self.interval_s = interval_s
-        self.samples: list[tuple[float, float]] = []
-        # (grader's clock, seconds the thread ran or waited to run: schedstat's second field is its time runnable on a
-        # run queue). A thread starved by a busy machine waits there; one that sleeps (a forgery's pause) does not.
-        self.runnable: list[tuple[float, float]] = []
+        # Per thread (its native id): (grader's clock, seconds the thread ran), and (grader's clock, seconds it ran or
+        # waited to run: schedstat's second field is its time runnable on a run queue). A thread starved by a busy
+        # machine waits there; one that sleeps (a forgery's pause) does not.
+        self.threads: dict[int, list[tuple[float, float]]] = {}
+        self.threads_runnable: dict[int, list[tuple[float, float]]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._fd: int | None = None  # the file, kept open and read again from its start (cheaper than reopening)
+        self._fds: dict[int, int] = {}  # each thread's file (by its id here), kept open and read again from its start
+        self._names: dict[int, int] = {}  # each thread's id here -> its id as the kernel sees it (in its PID namespace)
+        self._listed = 0.0
+        self._count = 0
+        # The main thread's id as the kernel sees it (it names its events' threads so): where the kernel runs in a
+        # PID namespace of its own, not the id the grader sees.
+        self.main: int | None = _namespaced_id(pid, pid) if pid is not None else None
+
+    @property
+    def samples(self) -> list[tuple[float, float]]:
+        """The main thread's samples (the thread that runs the notebook's code)."""
+        return self.threads.get(self.main, []) if self.main is not None else []
+
+    @property
+    def runnable(self) -> list[tuple[float, float]]:
+        """The main thread's samples of time run or waited to run."""
+        return self.threads_runnable.get(self.main, []) if self.main is not None else []
+
+    def _list(self) -> None:
+        """Open the schedstat of every thread of the process not yet sampled."""
+        assert self.pid is not None
+        self._listed = time.perf_counter()
+        try:
+            tasks = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return
+        for task in tasks:
+            tid = int(task)
+            if tid in self._fds or len(self._fds) >= self.MAX_THREADS:
+                continue
+            with contextlib.suppress(OSError):
+                self._fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/schedstat", os.O_RDONLY)
+                self._names[tid] = _namespaced_id(self.pid, tid)
 
     def _sample(self) -> bool:
-        if self._fd is None:
+        if self.pid is None:
             return False
-        try:
-            fields = os.pread(self._fd, 128, 0).split()
-            running_ns, waiting_ns = int(fields[0]), int(fields[1])
-        except (OSError, ValueError, IndexError):
+        if time.perf_counter() - self._listed >= self.RELIST_S:
+            self._list()
+        if not self._fds:
             return False
-        moment = time.perf_counter()
-        self.samples.append((moment, running_ns / 1e9))
-        self.runnable.append((moment, (running_ns + waiting_ns) / 1e9))
+        for tid, fd in list(self._fds.items()):
+            try:
+                fields = os.pread(fd, 128, 0).split()
+                running_ns, waiting_ns = int(fields[0]), int(fields[1])
+            except (OSError, ValueError, IndexError):  # the thread ended: its samples stop there
+                os.close(fd)
+                del self._fds[tid]
+                continue
+            moment = time.perf_counter()
+            name = self._names.get(tid, tid)
+            self.threads.setdefault(name, []).append((moment, running_ns / 1e9))
+            self.threads_runnable.setdefault(name, []).append((moment, (running_ns + waiting_ns) / 1e9))
+            self._count += 1
         return True
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s) and len(self.samples) < self.MAX_SAMPLES:
+        while not self._stop.wait(self.interval_s) and self._count < self.MAX_SAMPLES:
             if not self._sample():
                 return
 
     def __enter__(self) -> CpuSampler:
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                self._fd = os.open(self.path, os.O_RDONLY)
         if self._sample():
             self._thread = threading.Thread(target=self._run, name="kernel-cpu-sampler", daemon=True)
             self._thread.start()
@@ -66,9 +107,20 @@ class CpuSampler:
         if self._thread is not None:
             self._thread.join(timeout=2)
             self._sample()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = {}
+
+
+def _namespaced_id(pid: int, tid: int) -> int:
+    """A thread's id as its own process sees it (``threading.get_native_id()`` there): the last of the ids its
+    ``status`` gives for each PID namespace it is in (the id the grader sees where it shares the grader's)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/task/{tid}/status") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return tid
 
 
 class PauseServer:

@@ -53,7 +53,28 @@ TokenizerRecipe = TypedDict("TokenizerRecipe", {"$tokenizer": TokenizerSpec})
 PathRecipe = TypedDict("PathRecipe", {"$path": list[Any]})
 HandleRecipe = TypedDict("HandleRecipe", {"$handle": str})
 MappingRecipe = TypedDict("MappingRecipe", {"$dict": "dict[str, Recipe]"})
-Recipe = LiteralRecipe | ModelRecipe | OnnxModelRecipe | TokenizerRecipe | PathRecipe | HandleRecipe | MappingRecipe
+
+
+class ItemSpec(TypedDict):
+    """An item of a value built from a recipe (the model inside a kept ``(tokenizer, model)`` tuple)."""
+
+    of: Recipe
+    index: int | str
+
+
+ItemRecipe = TypedDict("ItemRecipe", {"$item": ItemSpec})
+CopyRecipe = TypedDict("CopyRecipe", {"$copy": "Recipe"})  # a deep copy: what one call changes no other sees
+Recipe = (
+    LiteralRecipe
+    | ModelRecipe
+    | OnnxModelRecipe
+    | TokenizerRecipe
+    | PathRecipe
+    | HandleRecipe
+    | MappingRecipe
+    | ItemRecipe
+    | CopyRecipe
+)
 
 # ---------------------------------------------------------------- requests (grader -> kernel)
 
@@ -162,6 +183,8 @@ class GenerateEvent(TypedDict):
     model_dtype: str
     model_training: bool
     grad_enabled: bool
+    autocast: str | None  # the dtype autocast ran the model's operations in on its device (None: autocast off)
+    thread: int  # the native id of the thread that ran it
     kwargs: dict[str, Any]  # the keywords generate was given (brief descriptions), not the inputs
     positional_args: int
     input_shape: Shape | None
@@ -192,6 +215,7 @@ class TokenizeEvent(TypedDict):
     """One outermost tokenizer call the student's code made during a paced call."""
 
     type: Literal["tokenize"]
+    thread: int
     start: float
     end: float
     pause: int | None
@@ -202,6 +226,7 @@ class SynchronizeEvent(TypedDict):
     """One ``torch.cuda.synchronize`` call."""
 
     type: Literal["synchronize"]
+    thread: int
     start: float
     end: float
     error: str | None
@@ -211,6 +236,7 @@ class ForwardEvent(TypedDict):
     """One outermost forward pass outside generate."""
 
     type: Literal["forward"]
+    thread: int
     model_id: int
     model_serial: int
     model_type: str
@@ -222,6 +248,7 @@ class ForwardEvent(TypedDict):
     input_shape: Shape | None
     input_device: str | None
     row_tokens: list[int] | None  # tokens each row covers (its attention mask's ones)
+    rows: list[list[int]] | None  # each row's ids without its padding (where a mask says what is padding)
     has_labels: bool
     has_attention_mask: bool
     nested: bool
@@ -244,6 +271,7 @@ class OnnxRunEvent(RunTokens):
     """One ``InferenceSession.run`` (or ``run_with_iobinding``)."""
 
     type: Literal["onnx_run"]
+    thread: int
     session_serial: int
     grader_session: bool  # a session the grader built in this kernel: its runs also record the loss of its logits
     iobinding: bool
@@ -299,6 +327,19 @@ class ExceptionAnswer(TypedDict):
     traceback: str
 
 
+class ModelSeen(TypedDict):
+    """A model a call was given or ran: what it is, and which of the call's arguments it was (None: none of them,
+    a model the function found elsewhere or loaded itself)."""
+
+    serial: int
+    argument: str | None
+    type: str
+    dtype: str
+    device: str
+    quantization: str | None
+    fingerprint: dict[str, Any] | None  # config sizes and input-embedding values (which weights it holds)
+
+
 class NameInfo(TypedDict, total=False):
     defined: Required[bool]
     callable: bool
@@ -321,6 +362,7 @@ class Answer(TypedDict, total=False):
     stderr: str
     events: list[Event]
     events_dropped: int
+    models: list[ModelSeen]  # call: the models it was given or ran
     environment: dict[str, Any]  # install, environment
     names: dict[str, NameInfo]  # inspect
     graph: dict[str, Any]  # onnx_graph

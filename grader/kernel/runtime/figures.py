@@ -35,6 +35,25 @@ def _floats(values: Any) -> list[float | None] | None:
     return [float(v) if math.isfinite(v) else None for v in array.tolist()]
 
 
+def _axis_label(figure: Any, ax: Any, axis: str) -> str:
+    """The label a reader sees for an axes' x or y axis: its own; else that of an axes sharing the axis with it
+    (``sharex=True`` labels only the bottom row; ``twinx`` shares x); else the figure's ``supxlabel``/``supylabel``."""
+    own = str(getattr(ax, f"get_{axis}label")()).strip()
+    if own:
+        return own
+    with contextlib.suppress(Exception):
+        shared = ax.get_shared_x_axes() if axis == "x" else ax.get_shared_y_axes()
+        for sibling in shared.get_siblings(ax):
+            label = str(getattr(sibling, f"get_{axis}label")()).strip()
+            if label:
+                return label
+    with contextlib.suppress(Exception):
+        figure_label = getattr(figure, f"_sup{axis}label", None)
+        if figure_label is not None:
+            return str(figure_label.get_text()).strip()
+    return ""
+
+
 def describe_figure(figure: Any) -> FigureEvent:
     """Each axes of a figure: labels, title, and the data of its lines, scatters and bars."""
     axes: list[FigureAxes] = []
@@ -59,8 +78,8 @@ def describe_figure(figure: Any) -> FigureEvent:
         axes.append(
             {
                 "title": str(ax.get_title())[:200],
-                "xlabel": str(ax.get_xlabel())[:200],
-                "ylabel": str(ax.get_ylabel())[:200],
+                "xlabel": _axis_label(figure, ax, "x")[:200],
+                "ylabel": _axis_label(figure, ax, "y")[:200],
                 "series": series[:20],
             }
         )

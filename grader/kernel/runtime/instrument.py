@@ -67,11 +67,9 @@ class Recorder:
         self.notebook_dropped = 0
         self.call: list[Event] | None = None
         self.call_dropped = 0
-        self.generate_depth = 0
-        self.forward_depth = 0
-        self.forward_stack: list[Any] = []  # the models whose forward is running, innermost last
-        self.current_generate: GenerateEvent | None = None
-        self.tokenizer_depth = 0
+        # Where each thread is (inside a generate, a forward pass, a tokenizer call): a generate run in a worker thread
+        # (a thread pool, a streamer) is recorded like one on the main thread, and two threads do not nest.
+        self.threads = threading.local()
         self.clock_origin = _perf_counter()
         # Pacing (asked per call): pause the first generate of each new prompt, and every tokenizer
         # call, so that a timer around a warm-up or a tokenization shows. The grader serves each pause
@@ -85,6 +83,50 @@ class Recorder:
     def now(self) -> float:
         """Seconds since the runtime was installed (the clock of every event)."""
         return _perf_counter() - self.clock_origin
+
+    def _state(self) -> Any:
+        """This thread's place in the instrumentation (created at its first use)."""
+        state = self.threads
+        if not hasattr(state, "generate_depth"):
+            state.generate_depth = 0
+            state.tokenizer_depth = 0
+            state.forward_stack = []  # the models whose forward is running, innermost last
+            state.current_generate = None
+        return state
+
+    @property
+    def generate_depth(self) -> int:
+        """How deep this thread is in instrumented generate calls."""
+        return int(self._state().generate_depth)
+
+    @generate_depth.setter
+    def generate_depth(self, value: int) -> None:
+        self._state().generate_depth = value
+
+    @property
+    def tokenizer_depth(self) -> int:
+        """How deep this thread is in instrumented tokenizer calls."""
+        return int(self._state().tokenizer_depth)
+
+    @tokenizer_depth.setter
+    def tokenizer_depth(self, value: int) -> None:
+        self._state().tokenizer_depth = value
+
+    @property
+    def forward_stack(self) -> list[Any]:
+        """The models whose forward this thread is running, innermost last."""
+        stack: list[Any] = self._state().forward_stack
+        return stack
+
+    @property
+    def current_generate(self) -> GenerateEvent | None:
+        """The event of the generate call this thread is running (None outside one)."""
+        event: GenerateEvent | None = self._state().current_generate
+        return event
+
+    @current_generate.setter
+    def current_generate(self, event: GenerateEvent | None) -> None:
+        self._state().current_generate = event
 
     def record(self, event: Event) -> None:
         """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
@@ -267,6 +309,8 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             "model_dtype": str(getattr(self, "dtype", "unknown")),
             "model_training": bool(getattr(self, "training", False)),
             "grad_enabled": torch.is_grad_enabled(),
+            "autocast": _autocast(str(getattr(self, "device", "cpu"))),
+            "thread": threading.get_native_id(),
             "kwargs": {k: _brief(v) for k, v in kwargs.items() if k not in ("input_ids", "inputs")},
             "positional_args": len(args),
             "input_shape": list(inputs.shape) if inputs is not None else None,
@@ -296,6 +340,8 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         event["start"] = RECORDER.now()
         try:
             output = original(self, *args, **kwargs)
+            # Filled in before the event is recorded: a record is complete when it leaves the instrumentation.
+            _record_output(event, output, inputs, self, kwargs)
             # Paced once per prompt, model and device, and only once a generate really produced
             # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
             # leaves the pacing to the timed call, where a timer shows it.
@@ -317,16 +363,33 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             RECORDER.generate_depth -= 1
             RECORDER.current_generate = outer
             RECORDER.record(event)
-        sequences = _sequences(output)
-        if sequences is not None and inputs is not None and sequences.dim() == 2:
-            prompt_length = inputs.shape[-1]
-            event["output_shape"] = list(sequences.shape)
-            event["output_ids"] = sequences[0].tolist()[:MAX_IDS]
-            event["new_tokens"] = _new_token_counts(sequences, prompt_length, _eos_ids(self, kwargs))
         return output
 
     generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
     return generate
+
+
+def _record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kwargs: dict[str, Any]) -> None:
+    """What a generate call returned: its sequences' shape, the first row, each row's new tokens."""
+    with contextlib.suppress(Exception):  # an output the grader cannot read is recorded as none
+        sequences = _sequences(output)
+        if sequences is not None and inputs is not None and sequences.dim() == 2:
+            event["output_shape"] = list(sequences.shape)
+            event["output_ids"] = sequences[0].tolist()[:MAX_IDS]
+            event["new_tokens"] = _new_token_counts(sequences, inputs.shape[-1], _eos_ids(model, kwargs))
+
+
+def _autocast(device: str) -> str | None:
+    """The dtype autocast runs a model's operations in on ``device`` (its type: ``cuda``, ``cpu``), None when it is off."""
+    import torch
+
+    kind = device.split(":")[0]
+    try:
+        if torch.is_autocast_enabled(kind):
+            return str(torch.get_autocast_dtype(kind))
+    except (TypeError, RuntimeError, AttributeError):  # an older torch, or a device type autocast does not know
+        return None
+    return None
 
 
 def _unpadded_rows(inputs: Any, attention_mask: Any) -> list[list[int]] | None:
@@ -409,7 +472,14 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
         if not RECORDER.paced or RECORDER.call is None or RECORDER.tokenizer_depth or RECORDER.generate_depth:
             return original(self, *args, **kwargs)
         RECORDER.tokenizer_depth += 1
-        event: TokenizeEvent = {"type": "tokenize", "start": RECORDER.now(), "end": 0.0, "pause": None, "paced_s": None}
+        event: TokenizeEvent = {
+            "type": "tokenize",
+            "thread": threading.get_native_id(),
+            "start": RECORDER.now(),
+            "end": 0.0,
+            "pause": None,
+            "paced_s": None,
+        }
         try:
             _pause(event)
             return original(self, *args, **kwargs)
@@ -424,7 +494,13 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
 def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def synchronize(*args: Any, **kwargs: Any) -> Any:
-        event: SynchronizeEvent = {"type": "synchronize", "start": RECORDER.now(), "end": 0.0, "error": None}
+        event: SynchronizeEvent = {
+            "type": "synchronize",
+            "thread": threading.get_native_id(),
+            "start": RECORDER.now(),
+            "end": 0.0,
+            "error": None,
+        }
         try:
             return original(*args, **kwargs)
         except BaseException as error:
@@ -484,7 +560,6 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             event = _forward_event(self, args, kwargs)
             RECORDER.record(event)
         stack.append(self)
-        RECORDER.forward_depth = len(stack)
         try:
             output = original(self, *args, **kwargs)
         except BaseException as error:
@@ -493,7 +568,6 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:
             stack.pop()
-            RECORDER.forward_depth = len(stack)
             if event is not None:
                 event["end"] = RECORDER.now()
         if event is not None:
@@ -551,6 +625,7 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     attention_mask = kwargs.get("attention_mask")
     return {
         "type": "forward",
+        "thread": threading.get_native_id(),
         "model_id": id(model),
         "model_serial": model_serial(model),
         "model_type": _type_name(model),
@@ -562,6 +637,7 @@ def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         "input_shape": list(inputs.shape) if inputs is not None else None,
         "input_device": str(inputs.device) if inputs is not None else None,
         "row_tokens": _row_tokens(inputs, attention_mask),
+        "rows": _unpadded_rows(inputs, attention_mask),
         "has_labels": labels is not None,
         "has_attention_mask": attention_mask is not None,
         "nested": bool(RECORDER.forward_stack),

@@ -9,6 +9,7 @@ import inspect
 import io
 import json
 import math
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         InspectRequest,
         InstallRequest,
         LoadModelRequest,
+        ModelSeen,
         NameInfo,
         Recipe,
         ReleaseRequest,
@@ -33,15 +35,17 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
     from grader.kernel.runtime.base import MAX_ARGUMENT, MAX_CAPTURE, _dumps, _perf_counter
     from grader.kernel.runtime.figures import _watch_figures
     from grader.kernel.runtime.install import INSTALLED, _publisher, environment, install
-    from grader.kernel.runtime.instrument import RECORDER, _wraps, model_serial
+    from grader.kernel.runtime.instrument import MODEL_SERIALS, RECORDER, _wraps, model_serial, quantization_label
     from grader.kernel.runtime.models import load_model
     from grader.kernel.runtime.values import (
         GRADER_SESSIONS,
         _is_ort_model,
+        _is_pretrained_model,
         _type_name,
         describe,
         describe_model,
         instrument_onnxruntime,
+        model_fingerprint,
         op_onnx_graph,
     )
 
@@ -111,6 +115,12 @@ def _build(recipe: Recipe) -> Any:
         return HANDLES[key]
     if tag == "$tokenizer":
         return _tokenizer(payload)
+    if tag == "$item":
+        return _build(payload["of"])[payload["index"]]
+    if tag == "$copy":
+        import copy
+
+        return copy.deepcopy(_build(payload))
     raise ValueError(f"unknown argument recipe {tag!r}")
 
 
@@ -175,6 +185,7 @@ def op_call(request: CallRequest) -> Answer:
         return {"status": "signature", "message": f"{name}{signature} cannot be called this way: {error}"}
     except ValueError:
         pass  # builtins without a signature: just call them
+    _reset_global_state()
     RECORDER.call = []
     RECORDER.call_dropped = 0
     RECORDER.paced = request["paced"]
@@ -210,12 +221,76 @@ def op_call(request: CallRequest) -> Answer:
             "stderr": captured.get("stderr", ""),
             "events": RECORDER.call,
             "events_dropped": RECORDER.call_dropped,
+            "models": _models_seen(RECORDER.call, _model_arguments(function, args, kwargs)),
         }
     )
     RECORDER.call = None
     RECORDER.paced = False
     RECORDER.pace_s = 0.0
     return result
+
+
+def _reset_global_state() -> None:
+    """What a graded call may depend on, as a fresh kernel has it: gradients on, float32 by default, seeded random
+    numbers. A notebook's setup cell (``torch.set_grad_enabled(False)``) must not do a function's work for it."""
+    import random
+
+    import torch
+
+    torch.set_grad_enabled(True)
+    torch.set_default_dtype(torch.float32)
+    torch.manual_seed(0)
+    random.seed(0)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        with contextlib.suppress(Exception):
+            numpy.random.seed(0)
+
+
+def _is_model(value: Any) -> bool:
+    """A model a graded function may run: a transformers model, or an Optimum ONNX Runtime one."""
+    return _is_pretrained_model(value) or _is_ort_model(value)
+
+
+def _model_arguments(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> dict[int, str]:
+    """The models a call was given, by serial: each named by its parameter (``model``, or ``models['int8']`` for
+    one inside a dict or list argument)."""
+    named: dict[str, Any] = {f"argument {index + 1}": value for index, value in enumerate(args)} | dict(kwargs)
+    with contextlib.suppress(TypeError, ValueError):
+        named = dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+    found: dict[int, str] = {}
+    for name, value in named.items():
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+        for key, item in [(None, value), *items]:
+            if _is_model(item):
+                found.setdefault(model_serial(item), name if key is None else f"{name}[{key!r}]")
+    return found
+
+
+def _models_seen(events: list[Any] | None, arguments: dict[int, str]) -> list[ModelSeen]:
+    """Every model the call was given or ran (by the serials its events name): what it is, and which argument."""
+    serials = set(arguments)
+    for event in events or ():
+        serial = event.get("model_serial") if isinstance(event, dict) else None
+        if isinstance(serial, int):
+            serials.add(serial)
+    seen: list[ModelSeen] = []
+    for model, serial in list(MODEL_SERIALS.items()):
+        if serial not in serials:
+            continue
+        entry: ModelSeen = {
+            "serial": serial,
+            "argument": arguments.get(serial),
+            "type": _type_name(model),
+            "dtype": str(getattr(model, "dtype", "unknown")),
+            "device": str(getattr(model, "device", "unknown")),
+            "quantization": quantization_label(model),
+            "fingerprint": None,
+        }
+        with contextlib.suppress(Exception):
+            entry["fingerprint"] = model_fingerprint(model) if _is_pretrained_model(model) else None
+        seen.append(entry)
+    return seen
 
 
 def _signature(function: Callable[..., Any]) -> inspect.Signature | None:

@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,9 @@ def _describe_torch(value: Any, depth: int) -> Any:
     if isinstance(value, torch.device):
         return {"kind": "device", "value": str(value)}
     if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and not value.dtype.is_complex:
+            # A scalar tensor is a number (what .item() gives): a loss returned as a 0-d tensor is the loss.
+            return describe(value.item(), depth)
         described: dict[str, Any] = {
             "kind": "tensor",
             "shape": list(value.shape),
@@ -209,9 +213,12 @@ def linear_layers(model: Any) -> dict[str, Any]:
         if module is head or not isinstance(weight, torch.Tensor):
             continue
         bitsandbytes = type(module).__module__.startswith("bitsandbytes")
+        # A 4-bit weight is packed into whatever its quant storage is (uint8 by default; bnb_4bit_quant_storage can make
+        # it bfloat16, float16 or float32): it is known by its type and its quantization state, not by its dtype.
+        packed = type(weight).__name__ == "Params4bit" and getattr(weight, "quant_state", None) is not None
         if bitsandbytes and weight.dtype == torch.int8:
             counts["int8"] += 1
-        elif bitsandbytes and weight.dtype == torch.uint8:
+        elif bitsandbytes and (weight.dtype == torch.uint8 or packed):
             counts["4bit"] += 1
             state = getattr(weight, "quant_state", None)
             quant_types.add(str(getattr(weight, "quant_type", None) or getattr(state, "quant_type", None)))
@@ -440,6 +447,7 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
         serial = model_serial(self)
         event: OnnxRunEvent = {
             "type": "onnx_run",
+            "thread": threading.get_native_id(),
             "session_serial": serial,
             "grader_session": serial in GRADER_SESSIONS,
             "iobinding": iobinding,
