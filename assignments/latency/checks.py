@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,22 +26,25 @@ from grader.checks.base import (
     TargetParams,
     Verdict,
     check_kind,
-    expect_shape,
     failed_call,
 )
+from grader.checks.behaviour import RowFit, Unmatched, carrying
+from grader.checks.calls import Argument, GradedCall, graded_call, handed, model_ids
 from grader.checks.shapes import ANY, FRAME, MODEL, STRING, TOKENIZER, instance, items, keyed_by, keys
+from grader.checks.timed import Timed, timed_call
 from grader.checks.timing import (
     LatencyTolerance,
-    call_timed,
+    agrees_with_timed,
+    contains_run,
     cuda_misuse,
-    retry_while_too_long,
+    max_matching,
     warmup_before,
 )
 from grader.grading.replay import NotRecorded
 from grader.kernel.evidence import generated_anything
 from grader.kernel.harness import CallOutcome, ExceptionInfo, literal
 from grader.kernel.protocol import FigureAxes, GenerateEvent
-from grader.kernel.values import DType, Frame, Model, Tokenizer, is_number, kind_of
+from grader.kernel.values import DType, Frame, Model, Tokenizer, decode, is_number, kind_of
 
 # What the loaders and resolve_precision return.
 RESOLVED = items(instance(DType, "a torch dtype"), STRING, names="(torch dtype, label string)")
@@ -253,7 +257,8 @@ METRICS = ("latency_s", "new_tokens", "tokens_per_s", "ms_per_token")
 class MeasureParams(LatencyTolerance, TargetParams):
     """Hidden calls of measure_generation, paced so that a timer around other work shows."""
 
-    model: str = Field("gpt2", description="Hub ID of the model.")
+    model: str = Field("gpt2", description="Hub ID of the model of the first call.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
     tokens: list[int] = Field([20, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     use_cache: bool = Field(False, description="use_cache for the drawn prompt (the other call uses the default, True).")
@@ -262,69 +267,111 @@ class MeasureParams(LatencyTolerance, TargetParams):
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of tokens_per_s and ms_per_token.")
 
 
-def measured_calls(context: CheckContext, params: MeasureParams) -> list[tuple[str, int, bool, CallOutcome, dict[str, Any]]]:
-    """The hidden measure_generation calls (shared by this function's checks), retried when too long."""
+# What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
+# prompt's ids, the limit of new tokens, use_cache, and inputs on the model's device.
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One hidden measure_generation call: its inputs, and the timed call (what it did beside the reference)."""
+
+    prompt: str
+    max_new_tokens: int
+    use_cache: bool
+    timed_call: Timed
+
+    @property
+    def call(self) -> str:
+        return self.timed_call.call
+
+    @property
+    def hub_id(self) -> str:
+        return self.timed_call.hub_id
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return self.timed_call.outcome
+
+    @property
+    def value(self) -> dict[str, Any]:
+        value: dict[str, Any] = self.timed_call.value
+        return value
+
+    @property
+    def graded(self) -> GradedCall:
+        return self.timed_call.graded
+
+    def unmatched(self, context: CheckContext) -> list[Unmatched]:
+        """The reference's timed generate calls this call does not make."""
+        return self.timed_call.unmatched()
+
+    def timed(self, context: CheckContext) -> list[GenerateEvent]:
+        """The call's timed generate calls (see :meth:`Timed.timed`)."""
+        return self.timed_call.timed()
+
+
+def measurement_plan(context: CheckContext, params: MeasureParams) -> list[tuple[str, str, int, bool]]:
+    """The hidden calls: (hub id, prompt, max_new_tokens, use_cache), every argument different from one to the other."""
     rng = context.rng_for("measure")
-    plan = [
-        (rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
-        (params.eos_prompt, params.eos_tokens, True),
+    return [
+        (params.model, rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
+        (params.other_model, params.eos_prompt, params.eos_tokens, not params.use_cache),
     ]
-    key = f"measure:{params.function}:{params.model}:{plan}:{params.pace_s}"
-
-    def measure() -> list[tuple[str, int, bool, CallOutcome, dict[str, Any]]]:
-        calls = []
-        for prompt, max_new_tokens, use_cache in plan:
-            outcome, value = retry_while_too_long(
-                params,
-                functools.partial(_measure, context, params, prompt, max_new_tokens, use_cache),
-                lambda value: value["latency_s"],
-            )
-            calls.append((prompt, max_new_tokens, use_cache, outcome, value))
-        return calls
-
-    return context.once(key, measure)
 
 
-def _measure(
-    context: CheckContext, params: MeasureParams, prompt: str, max_new_tokens: int, use_cache: bool, device: str = "auto"
-) -> tuple[CallOutcome, dict[str, Any]]:
-    outcome, value = call_timed(
-        context,
-        params.function,
-        params.model,
-        prompt,
-        max_new_tokens,
-        literal(use_cache),
-        device=device,
-        dtype="float32",
-        pace_s=params.pace_s,
-    )
-    expect_shape(value, keys(*METRICS), params.function)
-    if not outcome.generate_events():
-        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
-    return outcome, value
+def measured_calls(context: CheckContext, params: MeasureParams) -> list[Measurement]:
+    """The hidden measure_generation calls (shared by this function's checks), each made again while its latency reads
+    too long (a preempted run does not repeat; a timer around other work does)."""
+    measurements = []
+    for hub_id, prompt, max_new_tokens, use_cache in measurement_plan(context, params):
+        objects = handed(context, hub_id)
+        call = f"{params.function}({hub_id} model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
+        arguments = [
+            objects.model,
+            objects.tokenizer,
+            Argument.value(prompt),
+            Argument.value(max_new_tokens),
+            Argument.value(use_cache),
+        ]
 
+        def returns(outcome: CallOutcome, call: str = call) -> Any:
+            return dict(context.returned(outcome, call, keys(*METRICS)))
 
-def _describe_call(prompt: str, max_new_tokens: int, use_cache: bool) -> str:
-    return f"measure_generation(model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens}, use_cache={use_cache})"
+        timed = timed_call(
+            context,
+            params,
+            params.function,
+            arguments,
+            hub_id,
+            call,
+            lambda value: value.get("latency_s"),
+            returns,
+            MEASURE_ASPECTS,
+            memo=f"{call}:{params.pace_s}:{objects.own}",
+        )
+        measurements.append(Measurement(prompt, max_new_tokens, use_cache, timed))
+    return measurements
 
 
 @check_kind("measure_warmup", MeasureParams)
 def measure_warmup(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation runs an untimed warm-up generate (at least one token, same model) before the timed one."""
-    for prompt, max_new_tokens, use_cache, outcome, _ in measured_calls(context, params):
-        call = _describe_call(prompt, max_new_tokens, use_cache)
-        events = outcome.generate_events()
-        if warmup_before(events, events[-1]) is None:
-            earlier = events[:-1]
+    for measurement in measured_calls(context, params):
+        events = measurement.outcome.generate_events()
+        timed = reported_run(params, measurement.timed(context), measurement.value.get("latency_s"))
+        if warmup_before(events, timed) is None:
+            earlier = [event for event in events if float(event["end"]) <= float(timed["start"])]
             why = (
-                "calls model.generate only once"
+                "calls model.generate only once before its timed call"
                 if not earlier
-                else f"makes {len(earlier)} earlier generate call(s), but none generated a token on the same model "
-                f"and device ({_earlier_calls(earlier)})"
+                else f"makes {len(earlier)} generate call(s) before its timed one, but none generated a token on the same "
+                f"model and device ({_earlier_calls(earlier)})"
             )
+            if not earlier:
+                why = "calls model.generate only once" if len(events) == 1 else "makes no generate call before its timed one"
             return Verdict.failed(
-                f"{call} {why}, so the timed call pays the first call's one-time costs: "
+                f"{measurement.call} {why}, so the timed call pays the first call's one-time costs: "
                 "run one brief generate (at least one new token) on the same model before the timed one and do not time it.",
                 expected="an untimed warm-up generate that produces tokens, then the timed generate",
                 found=f"{len(events)} generate call(s), no real warm-up",
@@ -332,34 +379,43 @@ def measure_warmup(context: CheckContext, params: MeasureParams) -> Verdict:
     return Verdict.passed(f"{params.function} runs an untimed warm-up generate before the timed one.")
 
 
+def reported_run(tolerance: LatencyTolerance, timed: list[GenerateEvent], latency: Any) -> GenerateEvent:
+    """The timed generate call a reported latency reads (of those it agrees with, the closest in duration: a best-of
+    timer's fastest, a warm-up with the timed call's settings left aside); the last one where it agrees with none."""
+    if not is_number(latency):
+        return timed[-1]
+    unpaced = [event for event in timed if not event["paced_s"] and event["pause"] is None]
+    agreeing = [event for event in unpaced or timed if agrees_with_timed(tolerance, float(latency), [event])]
+    if not agreeing:
+        return timed[-1]
+    return min(reversed(agreeing), key=lambda event: abs(float(event["duration_s"]) - float(latency)))
+
+
 @dataclass(frozen=True)
 class TimedMeasurement:
-    """One hidden measure_generation call, its returned metrics and its timed generate's record."""
+    """One hidden measure_generation call, its returned metrics and its timed generate calls' records."""
 
-    call: str
-    prompt: str
-    max_new_tokens: int
-    use_cache: bool
-    outcome: CallOutcome
-    value: dict[str, Any]
-    timed: GenerateEvent
+    measurement: Measurement
+    timed: list[GenerateEvent]
     latency: float
+
+    @property
+    def call(self) -> str:
+        return self.measurement.call
 
 
 def timed_measurements(context: CheckContext, params: MeasureParams) -> list[TimedMeasurement]:
     """The hidden calls whose latency_s is a positive number of seconds; stop when one's is not."""
     measurements = []
-    for prompt, max_new_tokens, use_cache, outcome, value in measured_calls(context, params):
-        latency = value["latency_s"]
+    for measurement in measured_calls(context, params):
+        latency = measurement.value["latency_s"]
         if not is_number(latency) or float(latency) <= 0:
             raise StopCheck(
                 Verdict.failed(
                     f"latency_s should be a positive number of seconds, but it is {kind_of(latency)}.", found=kind_of(latency)
                 )
             )
-        call = _describe_call(prompt, max_new_tokens, use_cache)
-        timed = outcome.generate_events()[-1]
-        measurements.append(TimedMeasurement(call, prompt, max_new_tokens, use_cache, outcome, value, timed, float(latency)))
+        measurements.append(TimedMeasurement(measurement, measurement.timed(context), float(latency)))
     return measurements
 
 
@@ -388,18 +444,22 @@ def _earlier_calls(events: list[GenerateEvent]) -> str:
 SWEEP_COLUMNS = ("prompt_tokens", "latency_s", "tokens_per_s", "ms_per_token")
 
 
-class SweepParams(TargetParams):
-    """A hidden prompt-length sweep: base text, target lengths and settings drawn at grading time."""
+class SweepParams(LatencyTolerance, TargetParams):
+    """Two hidden prompt-length sweeps, every argument of the second other than the first's (model, base text,
+    lengths, max_new_tokens, use_cache), drawn at grading time."""
 
-    model: str = Field("gpt2", description="Hub ID of the model.")
+    model: str = Field("gpt2", description="Hub ID of the model of the first sweep.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second sweep.")
     measure_function: str = Field("measure_generation", description="The student's measuring function.")
-    base_texts: list[str] = Field(min_length=1, description="Hidden base texts; one is drawn.")
+    prompt_function: str = Field("build_prompt", description="The student's prompt builder.")
+    base_texts: list[str] = Field(min_length=2, description="Hidden base texts; one is drawn for each sweep.")
     lengths: list[list[int]] = Field(
         [[8, 20], [40, 70], [100, 160]], min_length=2, description="Ranges the increasing target lengths are drawn from."
     )
     tokens: list[int] = Field([8, 16], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
-    use_cache: bool = Field(False, description="use_cache passed to the sweep (the default is True).")
+    use_cache: bool = Field(False, description="use_cache passed to the first sweep (the second gets the other value).")
     rel_tolerance: float = Field(1e-6, gt=0, description="Relative tolerance when matching plotted data to the frame.")
+    rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of a row's rates against its latency.")
 
     @model_validator(mode="after")
     def _ranges(self) -> SweepParams:
@@ -408,34 +468,74 @@ class SweepParams(TargetParams):
         return self
 
 
-def sweep_call(context: CheckContext, params: SweepParams) -> tuple[list[int], int, CallOutcome]:
-    """The hidden sweep, called once per submission and shared by the sweep checks."""
+# What each timed generate of a sweep is compared on with the reference's.
+SWEEP_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One hidden sweep: its inputs, its call, and what it returned (None: not a frame of the required shape)."""
+
+    hub_id: str
+    base: str
+    lengths: list[int]
+    max_new_tokens: int
+    use_cache: bool
+    graded: GradedCall
+    call: str
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return self.graded.outcome
+
+
+def sweep_plan(context: CheckContext, params: SweepParams) -> list[tuple[str, str, list[int], int, bool]]:
+    """The two hidden sweeps: (hub id, base text, lengths, max_new_tokens, use_cache), each argument different."""
     rng = context.rng_for("sweep")
-    base = rng.choice(params.base_texts)
-    lengths = [rng.randint(low, high) for low, high in params.lengths]
-    max_new_tokens = rng.randint(*params.tokens)
-    key = f"sweep:{params.function}:{params.model}:{base}:{lengths}:{max_new_tokens}:{params.use_cache}"
-    outcome = context.once(
-        key,
-        lambda: context.call_with_model(
+    bases = rng.sample(params.base_texts, 2)
+    first = [rng.randint(low, high) for low, high in params.lengths]
+    second = [rng.randint(low, high) for low, high in params.lengths[: max(2, len(params.lengths) - 1)]]
+    while second == first[: len(second)]:
+        second = [length + 1 for length in second]
+    tokens = rng.randint(*params.tokens)
+    other_tokens = params.tokens[0] + params.tokens[1] - tokens
+    if other_tokens == tokens:
+        other_tokens = tokens + 1
+    return [
+        (params.model, bases[0], first, tokens, params.use_cache),
+        (params.other_model, bases[1], second, other_tokens, not params.use_cache),
+    ]
+
+
+def sweep_calls(context: CheckContext, params: SweepParams) -> list[Sweep]:
+    """The hidden sweeps, each called once per submission and shared by the sweep checks."""
+    sweeps = []
+    for hub_id, base, lengths, max_new_tokens, use_cache in sweep_plan(context, params):
+        objects = handed(context, hub_id)
+        graded = graded_call(
+            context,
             params.function,
-            params.model,
-            literal(base),
-            literal(lengths),
-            literal(max_new_tokens),
-            literal(params.use_cache),
+            objects.model,
+            objects.tokenizer,
+            Argument.value(base),
+            Argument.value(lengths),
+            Argument.value(max_new_tokens),
+            Argument.value(use_cache),
             figures=True,
-        ),
-    )
-    return lengths, max_new_tokens, outcome
+            watch=(params.measure_function,),
+            memo=f"sweep:{params.function}:{hub_id}:{base}:{lengths}:{max_new_tokens}:{use_cache}",
+        )
+        call = f"{params.function}({hub_id} model, tokenizer, {base!r}, {lengths}, {max_new_tokens}, use_cache={use_cache})"
+        sweeps.append(Sweep(hub_id, base, lengths, max_new_tokens, use_cache, graded, call))
+    return sweeps
 
 
-def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int], outcome: CallOutcome) -> Frame:
-    call = f"{params.function}(model, tokenizer, base_text, {lengths}, ...)"
-    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
+def sweep_frame(context: CheckContext, params: SweepParams, sweep: Sweep) -> Frame:
+    """The frame a sweep returned, or stop with why it is not one row per length with the required columns."""
+    misuse = cuda_misuse(sweep.outcome, params.function, context.on_cuda)
     if misuse is not None:
         raise StopCheck(misuse)
-    frame = context.returned(outcome, call, FRAME)
+    frame = context.returned(sweep.outcome, sweep.call, FRAME)
     missing = [column for column in SWEEP_COLUMNS if column not in frame.columns]
     if missing:
         raise StopCheck(
@@ -445,76 +545,184 @@ def _sweep_frame(context: CheckContext, params: SweepParams, lengths: list[int],
                 found=", ".join(map(str, frame.columns)),
             )
         )
-    if frame.length != len(lengths):
+    if frame.length != len(sweep.lengths):
         raise StopCheck(
             Verdict.failed(
-                f"The sweep over {len(lengths)} lengths {lengths} returned {frame.length} rows: one row per length.",
-                expected=f"{len(lengths)} rows",
+                f"The sweep over {len(sweep.lengths)} lengths {sweep.lengths} returned {frame.length} rows: one row per length.",
+                expected=f"{len(sweep.lengths)} rows",
                 found=f"{frame.length} rows",
             )
         )
     return frame
 
 
-def _timed_per_row(frame: Frame, outcome: CallOutcome) -> list[GenerateEvent | None]:
-    """For each row, the last generate call whose prompt had that row's prompt_tokens."""
-    events = outcome.generate_events()
-    timed: list[GenerateEvent | None] = []
-    for tokens in frame.column("prompt_tokens"):
-        matching = [e for e in events if (shape := e["input_shape"]) and is_number(tokens) and shape[-1] == tokens]
-        timed.append(matching[-1] if matching else None)
-    return timed
+def sweep_prompts(context: CheckContext, params: SweepParams, sweep: Sweep) -> list[set[tuple[int, ...]]]:
+    """For each target length, the prompts (as the model's token ids) a correct sweep may measure: the reference's
+    (its prompt builder on the base text), and the notebook's own build_prompt's where it returns a prompt."""
+    reference = [call.rows[0] for call in sweep.graded.reference().required() if call.rows]
+    reference_tokenizer = context.models.tokenizer(sweep.hub_id)
+    objects = handed(context, sweep.hub_id)
+    prompts: list[set[tuple[int, ...]]] = []
+    for index, length in enumerate(sweep.lengths):
+        options = {reference[index]} if index < len(reference) else set()
+        arguments = (objects.tokenizer.recipe, literal(sweep.base), literal(length))
+        outcome = context.once(
+            f"sweep-prompt:{params.prompt_function}:{sweep.hub_id}:{sweep.base}:{length}",
+            functools.partial(context.call, params.prompt_function, *arguments),
+        )
+        if outcome.ok and isinstance(outcome.value, str):
+            options.add(tuple(reference_tokenizer(outcome.value)["input_ids"]))
+        prompts.append(options)
+    return prompts
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """The hidden sweep's inputs, its call and the frame it returned."""
+def sweep_fits(context: CheckContext, params: SweepParams, sweep: Sweep) -> RowFit:
+    """A generate row fits the reference's prompt for a length when it is that prompt, or the prompt the notebook's own
+    build_prompt gives for that length (a prompt built otherwise is build_prompt's to answer for); a special token
+    at either end allowed."""
+    alternatives: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+    reference = [call.rows[0] for call in sweep.graded.reference().required() if call.rows]
+    for wanted, options in zip(reference, sweep_prompts(context, params, sweep), strict=False):
+        alternatives.setdefault(wanted, set()).update(options)
 
-    lengths: list[int]
-    max_new_tokens: int
-    outcome: CallOutcome
-    frame: Frame
+    def fits(found: list[int], wanted: list[int]) -> bool:
+        return any(
+            found == list(option) or (contains_run(found, list(option)) and len(found) - len(option) <= 2)
+            for option in alternatives.get(tuple(wanted), {tuple(wanted)})
+        )
+
+    return fits
 
 
-def sweep_result(context: CheckContext, params: SweepParams) -> Sweep:
-    """The hidden sweep and its returned frame, or stop with why there is none."""
-    lengths, max_new_tokens, outcome = sweep_call(context, params)
-    return Sweep(lengths, max_new_tokens, outcome, _sweep_frame(context, params, lengths, outcome))
+def _returned_metrics(outcome: CallOutcome, measure_function: str) -> list[dict[str, Any]]:
+    """What the notebook's measuring function returned during the sweep, each with the prompt it was given."""
+    returned = []
+    for event in outcome.returned_events(measure_function):
+        value = decode(event["value"])
+        arguments = {str(name): decode(description) for name, description in event["arguments"]}
+        prompt = arguments.get("prompt", arguments.get("2"))
+        if isinstance(value, dict):
+            returned.append({"prompt": prompt if isinstance(prompt, str) else None, **value})
+    return returned
+
+
+def _readings(values: list[float]) -> list[float]:
+    """A row may report one measurement, or the mean, median or fastest of several of one prompt."""
+    return [*values, statistics.fmean(values), statistics.median(values), min(values)] if values else []
+
+
+def _row_problems(
+    context: CheckContext, params: SweepParams, sweep: Sweep, frame: Frame, prompts: list[set[tuple[int, ...]]]
+) -> list[str]:
+    """What is wrong with each row of a sweep's frame: its prompt_tokens are not those of a prompt for its length, or
+    its metrics are not the measurement of that prompt (what measure_generation returned for it, or what its timed
+    generate calls give)."""
+    problems = []
+    columns = {column: frame.column(column) for column in SWEEP_COLUMNS}
+    for column, values in columns.items():
+        bad = [value for value in values if not is_number(value) or float(value) <= 0]
+        if bad:
+            return [f"column {column} should hold positive numbers, but it holds {kind_of(bad[0])}"]
+    returned = _returned_metrics(sweep.outcome, params.measure_function)
+    reference_tokenizer = context.models.tokenizer(sweep.hub_id)
+    behaviour = sweep.graded.behaviour
+    fits = carrying(reference_tokenizer)
+    for index, length in enumerate(sweep.lengths):
+        tokens = float(columns["prompt_tokens"][index])
+        allowed = sorted({len(option) for option in prompts[index]})
+        if tokens not in allowed:
+            problems.append(
+                f"the row for the target of {length} tokens reports prompt_tokens {tokens:g}, but the prompt for that "
+                f"target has {' or '.join(map(str, allowed))} tokens"
+            )
+            continue
+        latency = float(columns["latency_s"][index])
+        rate = float(columns["tokens_per_s"][index])
+        per_token = float(columns["ms_per_token"][index])
+        own = [
+            metrics
+            for metrics in returned
+            if isinstance(metrics.get("prompt"), str)
+            and tuple(reference_tokenizer(metrics["prompt"])["input_ids"]) in prompts[index]
+        ]
+        if own:
+            measured = {
+                name: [float(m[name]) for m in own if is_number(m.get(name))]
+                for name in ("latency_s", "tokens_per_s", "ms_per_token")
+            }
+            if not all(
+                any(math.isclose(reported, reading, rel_tol=params.rate_tolerance) for reading in _readings(measured[name]))
+                for name, reported in (("latency_s", latency), ("tokens_per_s", rate), ("ms_per_token", per_token))
+            ):
+                problems.append(
+                    f"the row for the target of {length} tokens reports latency_s {latency:.4g}, tokens_per_s {rate:.4g} and "
+                    f"ms_per_token {per_token:.4g}, but {params.measure_function} returned "
+                    + "; ".join(
+                        f"{name} {', '.join(f'{v:.4g}' for v in measured[name][:3])}"
+                        for name in ("latency_s", "tokens_per_s", "ms_per_token")
+                    )
+                    + " for that prompt: put its metrics in the row"
+                )
+            continue
+        timed = [
+            call
+            for call in behaviour.generations
+            if call.rows and len(call.rows) == 1 and any(fits(list(call.rows[0]), list(option)) for option in prompts[index])
+        ]
+        if not timed:
+            problems.append(f"no generate call of the sweep ran the prompt for the target of {length} tokens")
+            continue
+        events = [call.event for call in timed]
+        if not agrees_with_timed(params, latency, events):
+            problems.append(
+                f"the row for the target of {length} tokens reports latency_s {latency:.4g}, but the timed generate of that "
+                f"prompt took {float(events[-1]['duration_s']):.4g} s"
+            )
+            continue
+        generated = timed[-1].new_tokens[0] if timed[-1].new_tokens else None
+        if generated and not math.isclose(rate, generated / latency, rel_tol=params.rate_tolerance):
+            problems.append(
+                f"the row for the target of {length} tokens reports tokens_per_s {rate:.4g}, but {generated} new tokens in "
+                f"{latency:.4g} s is {generated / latency:.4g}"
+            )
+        elif generated and not math.isclose(per_token, 1000 * latency / generated, rel_tol=params.rate_tolerance):
+            problems.append(
+                f"the row for the target of {length} tokens reports ms_per_token {per_token:.4g}, but {latency:.4g} s over "
+                f"{generated} tokens is {1000 * latency / generated:.4g} ms"
+            )
+    return problems
 
 
 @check_kind("sweep_rows", SweepParams)
 def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
-    """sweep_prompt_lengths returns one row per length, each row the prompt measured and positive metrics."""
-    sweep = sweep_result(context, params)
-    lengths, outcome, frame = sweep.lengths, sweep.outcome, sweep.frame
-    prompt_tokens = frame.column("prompt_tokens")
-    timed = _timed_per_row(frame, outcome)
-    measured = sorted({shape[-1] for e in outcome.generate_events() if (shape := e["input_shape"])})
-    for column in SWEEP_COLUMNS:
-        bad = [v for v in frame.column(column) if not is_number(v) or float(v) <= 0]
-        if bad:
+    """sweep_prompt_lengths returns one row per length it was given: the prompt measured for that length, and that
+    measurement's metrics."""
+    for sweep in sweep_calls(context, params):
+        frame = sweep_frame(context, params, sweep)
+        problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep))
+        if problems:
             return Verdict.failed(
-                f"Column {column} of the sweep should hold positive numbers, but it holds {kind_of(bad[0])}.",
-                found=kind_of(bad[0]),
+                f"In {sweep.call}, {'; '.join(problems[:3])}"
+                + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+                + ". Build one prompt per length you are given (from the base text you are given), measure it, and put "
+                "its tokenized length and its metrics in the row.",
+                expected="one row per length: the measured prompt's tokens and its metrics",
+                found="; ".join(problems[:3]),
             )
-    if any(event is None for event in timed):
-        targets = [length for length, event in zip(lengths, timed, strict=True) if event is None]
-        reported = [tokens for tokens, event in zip(prompt_tokens, timed, strict=True) if event is None]
-        return Verdict.failed(
-            f"prompt_tokens reads {reported}, but no generate call had a prompt of that many tokens "
-            f"(the prompts measured had {measured} tokens; targets {targets}): report the tokenized length "
-            "of the prompt that was measured.",
-            expected=f"prompt lengths among {measured}",
-            found=str(reported),
-        )
-    return Verdict.passed(f"The sweep returns one row per length with {', '.join(SWEEP_COLUMNS)}.")
+    return Verdict.passed(
+        f"The sweep returns one row per length it is given, each the measured prompt's tokens and its metrics "
+        f"({', '.join(SWEEP_COLUMNS)})."
+    )
 
 
 @check_kind("sweep_plots", SweepParams)
 def sweep_plots(context: CheckContext, params: SweepParams) -> Verdict:
-    """sweep_prompt_lengths draws latency and tokens/s against prompt length, with labelled axes."""
-    sweep = sweep_result(context, params)
-    return _judge_plots(params, sweep.frame, sweep.lengths, sweep.outcome)
+    """sweep_prompt_lengths draws latency and tokens/s against prompt length, each axis labelled with what it shows."""
+    for sweep in sweep_calls(context, params):
+        verdict = _judge_plots(params, sweep_frame(context, params, sweep), sweep.lengths, sweep.outcome)
+        if verdict.outcome != "passed":
+            return verdict
+    return Verdict.passed("The sweep plots latency and tokens/s against prompt length, with axes labelled with what they show.")
 
 
 def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
@@ -523,6 +731,27 @@ def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
         and len(a) == len(b)
         and all(x is not None and math.isclose(x, y, rel_tol=rel, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
     )
+
+
+# What an axis label must name (any of the words), by what the axis shows.
+LABEL_WORDS = {
+    "prompt length": ("token", "length", "prompt", "context", "input"),
+    "latency": ("latency", "time", "duration", "second", "(s)", "[s]", " s", "ms", "sec"),
+    "tokens/s": ("token", "tok", "throughput", "/s", "per s", "per second"),
+}
+
+
+def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> str:
+    """Why an axis label does not say what the axis shows ("" when it does)."""
+    text = f" {label.casefold()} "
+    if not any(word in text for word in LABEL_WORDS[shows]):
+        return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
+    if shows == "latency" and milliseconds is not None:
+        says_ms = "ms" in text or "milli" in text
+        if says_ms != milliseconds:
+            unit = "milliseconds" if milliseconds else "seconds"
+            return f"the latency axis is labelled {label!r}, but its values are in {unit}"
+    return ""
 
 
 def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome: CallOutcome) -> Verdict:
@@ -540,14 +769,15 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
         "latency": [latency, [1000 * v for v in latency]],
         "tokens/s": [[float(v) for v in frame.column("tokens_per_s")]],
     }
-    found: dict[str, FigureAxes] = {}
+    found: dict[str, tuple[FigureAxes, bool]] = {}
     for name, ys in wanted.items():
         for ax in axes:
             for series in ax["series"]:
-                if any(_close(series.get("y"), y, params.rel_tolerance) for y in ys) and any(
-                    _close(series.get("x"), x, params.rel_tolerance) for x in xs
-                ):
-                    found.setdefault(name, ax)
+                for scale, y in enumerate(ys):
+                    if _close(series.get("y"), y, params.rel_tolerance) and any(
+                        _close(series.get("x"), x, params.rel_tolerance) for x in xs
+                    ):
+                        found.setdefault(name, (ax, scale == 1))
     missing = [name for name in wanted if name not in found]
     if missing:
         return Verdict.failed(
@@ -558,7 +788,7 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
         )
     unlabelled = [
         f"the {name} plot has no {' or '.join(a for a in ('xlabel', 'ylabel') if not str(ax.get(a, '')).strip())}"
-        for name, ax in found.items()
+        for name, (ax, _) in found.items()
         if not str(ax["xlabel"]).strip() or not str(ax["ylabel"]).strip()
     ]
     if unlabelled:
@@ -567,6 +797,22 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
             "(ax.set_xlabel('Prompt length (tokens)'), ax.set_ylabel('Latency (s)')).",
             expected="labelled x and y axes on both plots",
             found="; ".join(unlabelled),
+        )
+    wrong = [
+        problem
+        for name, (ax, milliseconds) in found.items()
+        for problem in (
+            _label_problem(str(ax["xlabel"]), "prompt length"),
+            _label_problem(str(ax["ylabel"]), name, milliseconds if name == "latency" else None),
+        )
+        if problem
+    ]
+    if wrong:
+        return Verdict.failed(
+            f"{'; '.join(wrong).capitalize()}: label each axis with what it shows and its unit "
+            "(ax.set_ylabel('Latency (s)'), ax.set_ylabel('Tokens per second'), ax.set_xlabel('Prompt length (tokens)')).",
+            expected="axis labels that name what each axis shows, in its unit",
+            found="; ".join(wrong),
         )
     return Verdict.passed("The sweep plots latency and tokens/s against prompt length, with labelled axes.")
 
@@ -577,64 +823,103 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
 
 
 class PrecisionSweepParams(TargetParams):
-    """A hidden precision sweep."""
+    """Two hidden precision sweeps, every argument of the second other than the first's."""
 
-    model: str = Field("gpt2", description="The one candidate passed.")
+    model: str = Field("gpt2", description="The one candidate of the first sweep.")
+    other_model: str = Field("distilgpt2", description="The candidate that loads in the second sweep (after a missing one).")
     precisions: list[str] = Field(["float32", "float16"], min_length=1, description="Precisions passed.")
-    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn.")
+    prompts: list[str] = Field(min_length=2, description="Hidden prompts; one is drawn for each sweep.")
     tokens: list[int] = Field([8, 16], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
+    measure_function: str = Field("measure_generation", description="The student's measuring function.")
+    loader_function: str = Field("load_model_and_tokenizer", description="The student's loader.")
+    missing_prefix: str = Field("course-staff/no-such-model", description="Prefix of the hidden id that does not exist.")
 
 
-def precision_sweep_call(context: CheckContext, params: PrecisionSweepParams) -> tuple[str, int, CallOutcome]:
-    """The hidden precision sweep, called once per submission and shared by its checks."""
-    rng = context.rng_for("precision-sweep")
-    prompt, max_new_tokens = rng.choice(params.prompts), rng.randint(*params.tokens)
-    key = f"precision-sweep:{params.function}:{params.model}:{params.precisions}:{prompt}:{max_new_tokens}"
-    outcome = context.once(
-        key,
-        lambda: context.call(
-            params.function, literal([params.model]), literal(list(params.precisions)), literal(prompt), literal(max_new_tokens)
-        ),
-    )
-    return prompt, max_new_tokens, outcome
-
-
-def _segments(events: list[GenerateEvent]) -> list[list[GenerateEvent]]:
-    """Generate calls split where the model or its dtype changes: one segment per precision measured."""
-    segments: list[list[GenerateEvent]] = []
-    for event in events:
-        if segments and (segments[-1][-1]["model_serial"], segments[-1][-1]["model_dtype"]) == (
-            event["model_serial"],
-            event["model_dtype"],
-        ):
-            segments[-1].append(event)
-        else:
-            segments.append([event])
-    return segments
+# What each timed generate of a precision sweep is compared on with the reference's (the dtype is judged apart, on CUDA).
+PRECISION_ASPECTS = ("model", "rows", "limit", "device", "inputs")
 
 
 @dataclass(frozen=True)
 class PrecisionSweep:
-    """The hidden precision sweep's call, what it returned, and each precision as the student's resolve_precision resolves it."""
+    """A hidden precision sweep's call, what it returned, and each precision as the student's resolve_precision
+    resolves it (what it did beside what the reference does: ``graded``)."""
 
     call: str
     max_new_tokens: int
     outcome: CallOutcome
     value: dict[str, Any]
     resolved: dict[str, tuple[str, str]]
+    graded: GradedCall | None = None
+    hub_id: str = ""
+    precisions: tuple[str, ...] = ()
+
+
+def precision_sweep_plan(context: CheckContext, params: PrecisionSweepParams) -> list[tuple[list[str], list[str], str, int, str]]:
+    """The two hidden sweeps: (candidates, precisions, prompt, max_new_tokens, the id that loads)."""
+    rng = context.rng_for("precision-sweep")
+    prompts = rng.sample(params.prompts, 2)
+    tokens = rng.randint(*params.tokens)
+    other_tokens = params.tokens[0] + params.tokens[1] - tokens
+    rng.randrange(10**6)  # drawn as before, so that the draws after it stay as they were
+    # The second asks for the precisions in the other order (a missing candidate and other spellings are the loader's
+    # and resolve_precision's checks to judge: a mistake there is not charged again here).
+    return [
+        ([params.model], list(params.precisions), prompts[0], tokens, params.model),
+        (
+            [params.other_model],
+            list(reversed(params.precisions)),
+            prompts[1],
+            other_tokens if other_tokens != tokens else tokens + 1,
+            params.other_model,
+        ),
+    ]
+
+
+def precision_sweeps(context: CheckContext, params: PrecisionSweepParams) -> list[PrecisionSweep]:
+    """The hidden precision sweeps (each called once per submission and shared by its checks), with what they returned;
+    stop with why one did not return results keyed by label."""
+    sweeps = []
+    device = "cuda" if context.on_cuda else "cpu"
+    for candidates, precisions, prompt, max_new_tokens, hub_id in precision_sweep_plan(context, params):
+        graded = graded_call(
+            context,
+            params.function,
+            model_ids(context, candidates),
+            Argument.value(precisions),
+            Argument.value(prompt),
+            Argument.value(max_new_tokens),
+            watch=(params.measure_function,),
+            memo=f"precision-sweep:{params.function}:{candidates}:{precisions}:{prompt}:{max_new_tokens}",
+        )
+        call = f"{params.function}({candidates!r}, {precisions!r}, {prompt!r}, {max_new_tokens})"
+        misuse = cuda_misuse(graded.outcome, params.function, context.on_cuda)
+        if misuse is not None:
+            raise StopCheck(misuse)
+        value = context.returned(graded.outcome, call, keyed_by("dtype label"))
+        resolved = {precision: student_resolution(context, precision, device) for precision in precisions}
+        sweeps.append(PrecisionSweep(call, max_new_tokens, graded.outcome, value, resolved, graded, hub_id, tuple(precisions)))
+    return sweeps
 
 
 def precision_sweep_result(context: CheckContext, params: PrecisionSweepParams) -> PrecisionSweep:
-    """The hidden precision sweep and its returned dict, or stop with why there is none."""
-    prompt, max_new_tokens, outcome = precision_sweep_call(context, params)
-    call = f"{params.function}([{params.model!r}], {params.precisions!r}, {prompt!r}, {max_new_tokens})"
-    misuse = cuda_misuse(outcome, params.function, context.on_cuda)
-    if misuse is not None:
-        raise StopCheck(misuse)
-    value = context.returned(outcome, call, keyed_by("dtype label"))
-    device = "cuda" if context.on_cuda else "cpu"
-    resolved = {precision: student_resolution(context, precision, device) for precision in params.precisions}
-    return PrecisionSweep(call, max_new_tokens, outcome, value, resolved)
+    """The first hidden precision sweep (see :func:`precision_sweeps`)."""
+    return precision_sweeps(context, params)[0]
+
+
+def _dtype(event: GenerateEvent) -> str:
+    """What a generate computed in: autocast's dtype where it was on, else the model's."""
+    return str(event["autocast"] or event["model_dtype"])
+
+
+def _segments(events: list[GenerateEvent]) -> list[list[GenerateEvent]]:
+    """Generate calls split where the model or its dtype changes: one segment per precision measured."""
+    segments: list[list[GenerateEvent]] = []
+    for event in events:
+        if segments and (segments[-1][-1]["model_serial"], _dtype(segments[-1][-1])) == (event["model_serial"], _dtype(event)):
+            segments[-1].append(event)
+        else:
+            segments.append([event])
+    return segments
 
 
 def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> list[GenerateEvent]:
@@ -650,46 +935,98 @@ def timed_per_precision(sweep: PrecisionSweep, params: PrecisionSweepParams) -> 
     return asked if len(asked) >= len(params.precisions) else timed
 
 
+def _returned_by_measure(outcome: CallOutcome, measure_function: str) -> list[dict[str, Any]]:
+    """The metrics the notebook's measuring function returned during a call."""
+    values = [decode(event["value"]) for event in outcome.returned_events(measure_function)]
+    return [value for value in values if isinstance(value, dict)]
+
+
+def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep: PrecisionSweep) -> str:
+    """Why the results under the sweep's keys are not each one measurement of its own ("" when they are): each is
+    what the measuring function returned for one run (a distinct run per key), or, where the sweep measures without
+    it, the timing of a distinct timed generate call."""
+    results = [metrics for metrics in sweep.value.values() if isinstance(metrics, dict)]
+    returned = _returned_by_measure(sweep.outcome, params.measure_function)
+    if returned:
+        options = [[index for index, metrics in enumerate(returned) if _same_metrics(result, metrics)] for result in results]
+        if max_matching(options) < len(results):
+            return (
+                f"the {len(results)} results are not {len(results)} different measurements: {params.measure_function} returned "
+                f"{len(returned)} result(s) during the sweep, and each precision's entry must be the one of its own run"
+            )
+        return ""
+    latencies = [float(metrics["latency_s"]) for metrics in results if is_number(metrics.get("latency_s"))]
+    if len(set(latencies)) < len(latencies):
+        return "two precisions hold the same measurement: measure each precision with a run of its own"
+    return ""
+
+
+def _same_metrics(result: dict[str, Any], metrics: dict[str, Any]) -> bool:
+    return all(
+        is_number(result.get(name))
+        and is_number(metrics.get(name))
+        and math.isclose(float(result[name]), float(metrics[name]), rel_tol=1e-9)
+        for name in METRICS
+    )
+
+
 @check_kind("precision_sweep_keys", PrecisionSweepParams)
 def precision_sweep_keys(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
-    """sweep_precisions keys its results by the dtype labels resolve_precision gives, each holding the metrics of measure_generation."""
-    sweep = precision_sweep_result(context, params)
-    call, value, resolved = sweep.call, sweep.value, sweep.resolved
-    labels = {label for _, label in resolved.values()}
-    if set(value) != labels:
-        requested = set(value) == set(params.precisions)
-        return Verdict.failed(
-            f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"
-            + (": key each result by the label resolve_precision gives, not by the precision requested." if requested else "."),
-            expected=str(sorted(labels)),
-            found=str(sorted(map(str, value))),
-        )
-    bad = [key for key, metrics in value.items() if not isinstance(metrics, dict) or not set(METRICS) <= set(metrics)]
-    if bad:
-        return Verdict.failed(
-            f"The result under {bad[0]!r} is {kind_of(value[bad[0]])}, not measure_generation's metrics ({', '.join(METRICS)}).",
-            expected="the dict measure_generation returns",
-            found=kind_of(value[bad[0]]),
-        )
-    return Verdict.passed(f"The precision sweep is keyed by the dtype labels {sorted(labels)}.")
+    """sweep_precisions keys its results by the dtype labels resolve_precision gives, each holding the metrics of a
+    measurement of its own."""
+    for sweep in precision_sweeps(context, params):
+        call, value, resolved = sweep.call, sweep.value, sweep.resolved
+        labels = {label for _, label in resolved.values()}
+        if set(value) != labels:
+            requested = set(value) == set(sweep.precisions or params.precisions)
+            return Verdict.failed(
+                f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"
+                + (
+                    ": key each result by the label resolve_precision gives, not by the precision requested."
+                    if requested
+                    else "."
+                ),
+                expected=str(sorted(labels)),
+                found=str(sorted(map(str, value))),
+            )
+        bad = [key for key, metrics in value.items() if not isinstance(metrics, dict) or not set(METRICS) <= set(metrics)]
+        if bad:
+            return Verdict.failed(
+                f"The result under {bad[0]!r} is {kind_of(value[bad[0]])}, not measure_generation's metrics ({', '.join(METRICS)}).",
+                expected="the dict measure_generation returns",
+                found=kind_of(value[bad[0]]),
+            )
+        problem = own_measurements(context, params, sweep)
+        if problem:
+            return Verdict.failed(
+                f"In {call}, {problem}.",
+                expected="one measurement per precision, under its label",
+                found=problem,
+            )
+    return Verdict.passed("The precision sweep is keyed by the dtype labels, each with a measurement of its own.")
 
 
 @check_kind("precision_sweep_fp16_cuda", PrecisionSweepParams)
 def precision_sweep_fp16_cuda(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
-    """On CUDA, the float16 run of sweep_precisions really uses a float16 model."""
-    sweep = precision_sweep_result(context, params)
-    return judge_fp16_run(sweep, params)
+    """On CUDA, the float16 run of sweep_precisions really computes in float16 (a float16 model, or autocast)."""
+    for sweep in precision_sweeps(context, params):
+        verdict = judge_fp16_run(sweep, params)
+        if verdict.outcome != "passed":
+            return verdict
+    return Verdict.passed("On CUDA, the float16 run really computes in float16.")
 
 
 def judge_fp16_run(sweep: PrecisionSweep, params: PrecisionSweepParams) -> Verdict:
-    """Whether a timed generate of the sweep ran a float16 model, when a precision resolves to float16."""
+    """Whether a timed generate of the sweep computed in float16 (a float16 model, or autocast to float16), when a
+    precision resolves to float16."""
     timed = timed_per_precision(sweep, params)
-    wanted = [p for p in params.precisions if sweep.resolved[p][0] == "torch.float16"]
-    dtypes = [event["model_dtype"] for event in timed]
+    wanted = [p for p in sweep.resolved if sweep.resolved[p][0] == "torch.float16"]
+    dtypes = [_dtype(event) for event in timed]
     if wanted and "torch.float16" not in dtypes:
         return Verdict.failed(
             f"On CUDA, no timed generate of the precision sweep ran a float16 model (dtypes {dtypes}): "
-            "load the model in float16 (or move it with model.to(torch.float16)) for the float16 run.",
+            "load the model in float16 (or move it with model.to(torch.float16), or generate under torch.autocast) for the "
+            "float16 run.",
             expected="a float16 model for the float16 run",
             found=str(dtypes),
         )

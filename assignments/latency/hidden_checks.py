@@ -10,21 +10,29 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, first_failure
+from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind, first_failure
+from grader.checks.behaviour import (
+    carrying,
+    describe_generation,
+    stray_generations,
+    unmatched_generations,
+    unmatched_sentence,
+)
+from grader.checks.calls import Argument, graded_call, handed
 from grader.checks.identity import other_model
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
-    judge_generate_inputs,
     judge_new_tokens,
     judge_rates,
-    judge_timed_call,
-    prompt_width,
+    judge_timed_latency,
 )
-from grader.kernel.harness import CallOutcome, literal
+from grader.kernel.harness import literal
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import kind_of
 
 from .checks import (
+    PRECISION_ASPECTS,
+    SWEEP_ASPECTS,
     TIMING_GUIDANCE,
     LoaderParams,
     MeasureParams,
@@ -34,10 +42,11 @@ from .checks import (
     _missing_id,
     _resolve,
     expect_raise,
-    precision_sweep_result,
-    sweep_result,
+    measured_calls,
+    precision_sweeps,
+    sweep_calls,
+    sweep_fits,
     timed_measurements,
-    timed_per_precision,
 )
 
 
@@ -73,6 +82,14 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
                 expected=f"repetitions of {base!r}",
                 found=repr(prompt[:80]),
             )
+        other = _not_repetition(prompt, base.strip())
+        if other:
+            return Verdict.failed(
+                f"{call} returned a prompt that holds other text than repetitions of the base text ({other[:40]!r}): "
+                "build the prompt by repeating base_text only.",
+                expected=f"repetitions of {base!r}",
+                found=repr(prompt[:80]),
+            )
         if tokens < target:
             why = (
                 " It counts characters, not tokens: measure len(tokenizer(prompt)['input_ids'])."
@@ -96,11 +113,23 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
     return Verdict.passed(f"{params.function} reaches the target token count on {len(bases)} hidden base texts.")
 
 
+def _not_repetition(prompt: str, base: str) -> str:
+    """What a prompt holds besides repetitions of ``base`` and what separates them ("" when nothing): the last
+    repetition may be cut short (a prompt trimmed to its target)."""
+    parts = prompt.split(base)
+    *between, last = parts
+    for part in between:
+        if part.strip():
+            return part.strip()
+    tail = last.strip()
+    return "" if not tail or base.startswith(tail) else tail
+
+
 class InvalidPrecisionParams(TargetParams):
     """Values resolve_precision must reject, drawn at grading time."""
 
     invalid: list[str] = Field(
-        ["float64", "int8", "float8", "int4", "double", "fp64"],
+        ["float64", "int8", "float8", "int4", "double", "fp64", "int32", "int16", "uint16", "float"],
         min_length=1,
         description="Values that must be rejected (no plausible alias of float32/float16 such as 'half' or 'bfloat16').",
     )
@@ -173,9 +202,12 @@ def latency_loader_same_id(context: CheckContext, params: LoaderParams) -> Verdi
 
 @check_kind("measure_latency", MeasureParams)
 def measure_latency(context: CheckContext, params: MeasureParams) -> Verdict:
-    """measure_generation's latency_s is the duration of the timed generate call alone."""
+    """measure_generation's latency_s is what a timer of its timed generate call reads (a best-of or median of
+    repeated timed calls too), and only it."""
     measurements = timed_measurements(context, params)
-    verdict = first_failure(judge_timed_call(params, m.latency, m.outcome, m.max_new_tokens) for m in measurements)
+    verdict = first_failure(
+        judge_timed_latency(params, m.latency, m.measurement.outcome, m.timed, m.measurement.max_new_tokens) for m in measurements
+    )
     return verdict or Verdict.passed(f"{params.function} times only the generate call ({TIMING_GUIDANCE}).")
 
 
@@ -183,7 +215,9 @@ def measure_latency(context: CheckContext, params: MeasureParams) -> Verdict:
 def measure_new_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation counts the tokens really generated (also when the model stops early) and derives its rates."""
     measurements = timed_measurements(context, params)
-    verdict = first_failure(_judge_new_tokens(params, m.value, m.timed, m.max_new_tokens) for m in measurements)
+    verdict = first_failure(
+        _judge_new_tokens(params, m.measurement.value, m.timed[-1], m.measurement.max_new_tokens) for m in measurements
+    )
     return verdict or Verdict.passed(
         f"{params.function} counts the tokens really generated, also when the model stops early, and derives its rates from them."
     )
@@ -191,28 +225,24 @@ def measure_new_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
 
 @check_kind("measure_settings", MeasureParams)
 def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
-    """measure_generation passes max_new_tokens and use_cache through, with the inputs on the model's device."""
-    for measured in timed_measurements(context, params):
-        timed, max_new_tokens, use_cache = measured.timed, measured.max_new_tokens, measured.use_cache
-        wrong_inputs = judge_generate_inputs(
-            context.models.tokenizer(params.model), timed, [measured.prompt], max_new_tokens, params.function
-        )
-        if wrong_inputs is not None:
-            return wrong_inputs
-        problems = []
-        if timed["use_cache"] is not use_cache:
-            problems.append(f"use_cache={timed['use_cache']} instead of {use_cache}")
-        if str(timed["input_device"]) != str(timed["model_device"]):
-            problems.append(f"the inputs are on {timed['input_device']} but the model is on {timed['model_device']}")
-        if problems:
+    """measure_generation's timed generate does what the reference's does on the same inputs: the model it was given,
+    the prompt it was given, its max_new_tokens and use_cache, with the inputs on the model's device."""
+    for measured in measured_calls(context, params):
+        # A warm-up on another model is the warm-up check's: what this one judges is the timed call.
+        missing = measured.unmatched(context)
+        if missing:
+            decode = context.models.tokenizer(measured.hub_id).decode
             return Verdict.failed(
-                f"In {measured.call}, the timed generate ran with {'; '.join(problems)}: pass the arguments through to model.generate "
-                "and move the inputs with .to(model.device).",
-                expected=f"max_new_tokens={max_new_tokens}, use_cache={use_cache}, inputs on the model's device",
-                found="; ".join(problems),
+                f"In {measured.call}, the timed generate does not do what the reference's does. "
+                + unmatched_sentence(missing[0], decode)
+                + " Pass the prompt, max_new_tokens and use_cache you are given to model.generate, on the model you are "
+                "given, with the inputs moved to model.device.",
+                expected=describe_generation(missing[0].wanted, decode),
+                found=describe_generation(missing[0].closest, decode) if missing[0].closest else "no generate call",
             )
     return Verdict.passed(
-        f"{params.function} passes max_new_tokens and use_cache through, with the inputs on the model's device."
+        f"{params.function} generates the prompt it is given, with the max_new_tokens and use_cache it is given, on the "
+        "model it is given, with the inputs on the model's device."
     )
 
 
@@ -224,79 +254,105 @@ def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: Gener
 
 @check_kind("sweep_settings", SweepParams)
 def sweep_settings(context: CheckContext, params: SweepParams) -> Verdict:
-    """Every timed generate of the sweep runs with the max_new_tokens and use_cache the sweep was given."""
-    sweep = sweep_result(context, params)
-    lengths, max_new_tokens, outcome = sweep.lengths, sweep.max_new_tokens, sweep.outcome
-    problems = []
-    drops_cache = None
-    for event in _timed_per_prompt(outcome, min(lengths)):
-        tokens = (event["input_shape"] or [0])[-1]
-        if event["max_new_tokens"] != max_new_tokens:
-            problems.append(f"the {tokens}-token prompt ran with max_new_tokens={event['max_new_tokens']}")
-        if event["use_cache"] is not params.use_cache:
-            drops_cache = _measure_drops_use_cache(context, params) if drops_cache is None else drops_cache
-            if not drops_cache:
-                problems.append(f"the {tokens}-token prompt ran with use_cache={event['use_cache']}")
-    if problems:
-        return Verdict.failed(
-            f"Called with max_new_tokens={max_new_tokens} and use_cache={params.use_cache}, {'; '.join(problems)}: "
-            "pass both to every measurement so the rows are comparable.",
-            expected=f"max_new_tokens={max_new_tokens}, use_cache={params.use_cache} in every timed generate",
-            found="; ".join(problems),
+    """The sweep's timed generate calls do what the reference's do on the same inputs: one per length it was given,
+    of a prompt built from the base text it was given, with its max_new_tokens and use_cache, on its model."""
+    notes = set()
+    for sweep in sweep_calls(context, params):
+        reference = sweep.graded.reference()
+        forgiven = _measure_ignores(
+            context, params.measure_function, sweep.hub_id, params.base_texts, params.tokens, sweep.use_cache
         )
-    note = " (measure_generation itself drops use_cache, which is charged in its own check)" if drops_cache else ""
-    return Verdict.passed(f"Every timed generate of the sweep used the same max_new_tokens and use_cache{note}.")
-
-
-def _timed_per_prompt(outcome: CallOutcome, shortest: int) -> list[GenerateEvent]:
-    """The last generate call of each distinct prompt of at least ``shortest`` tokens (short warm-up prompts aside)."""
-    last: dict[tuple[int, ...], GenerateEvent] = {}
-    for event in outcome.generate_events():
-        if prompt_width(event) >= shortest:
-            key = tuple(event["input_ids"] or ())
-            last.pop(key, None)
-            last[key] = event
-    return list(last.values())
-
-
-def _measure_drops_use_cache(context: CheckContext, params: SweepParams) -> bool:
-    """Whether the student's measure_generation itself ignores use_cache (charged in its own check)."""
-    # The probe's prompt and length are drawn from the hidden seed: a function cannot recognise it.
-    rng = context.rng_for("use-cache-probe")
-    prompt, max_new_tokens = rng.choice(params.base_texts), rng.randint(*params.tokens)
-    key = f"measure-use-cache:{params.measure_function}:{params.model}:{prompt}:{max_new_tokens}"
-
-    def probe() -> bool:
-        outcome = context.call_with_model(
-            params.measure_function,
-            params.model,
-            literal(prompt),
-            literal(max_new_tokens),
-            literal(params.use_cache),
-        )
-        events = outcome.generate_events()
-        return bool(events) and events[-1]["use_cache"] is not params.use_cache
-
-    return context.once(key, probe)
+        fits = sweep_fits(context, params, sweep)
+        missing = unmatched_generations(sweep.graded.behaviour, reference, fits, SWEEP_ASPECTS)
+        missing = [m for m in missing if not (m.differ and set(m.differ) <= forgiven)]
+        notes |= forgiven
+        if missing:
+            decode = context.models.tokenizer(sweep.hub_id).decode
+            lengths = ", ".join(map(str, sweep.lengths))
+            return Verdict.failed(
+                f"In {sweep.call}, the sweep does not measure what the reference measures (a prompt of the base text for "
+                f"each length {lengths}, with max_new_tokens={sweep.max_new_tokens} and use_cache={sweep.use_cache}). "
+                + unmatched_sentence(missing[0], decode)
+                + " Build each prompt from the base text and lengths you are given, and pass max_new_tokens and use_cache "
+                "to every measurement so the rows are comparable.",
+                expected=f"{len(sweep.lengths)} timed generate calls of prompts of the base text, max_new_tokens="
+                f"{sweep.max_new_tokens}, use_cache={sweep.use_cache}",
+                found=describe_generation(missing[0].closest, decode) if missing[0].closest else "no generate call",
+            )
+    dropped = " and ".join(sorted(DROPPED[aspect] for aspect in notes))
+    note = f" ({params.measure_function} itself drops {dropped}, which is charged in its own check)" if notes else ""
+    return Verdict.passed(
+        f"The sweep measures a prompt of the base text for every length it is given, with its max_new_tokens and use_cache{note}."
+    )
 
 
 @check_kind("precision_sweep_settings", PrecisionSweepParams)
 def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams) -> Verdict:
-    """Every precision of sweep_precisions is measured with the same prompt and max_new_tokens."""
-    sweep = precision_sweep_result(context, params)
-    timed, max_new_tokens = timed_per_precision(sweep, params), sweep.max_new_tokens
-    problems = []
-    prompts = {tuple(event["input_ids"] or ()) for event in timed}
-    if len(prompts) > 1:
-        problems.append(f"the timed calls used {len(prompts)} different prompts")
-    tokens = sorted({str(event["max_new_tokens"]) for event in timed})
-    if tokens != [str(max_new_tokens)]:
-        problems.append(f"max_new_tokens was {', '.join(tokens)}")
-    if problems:
-        return Verdict.failed(
-            f"Called with max_new_tokens={max_new_tokens}, {'; '.join(problems)}: measure every precision with the same "
-            "prompt and max_new_tokens, or the comparison is not fair.",
-            expected=f"one prompt, max_new_tokens={max_new_tokens} in every timed generate",
-            found="; ".join(problems),
-        )
-    return Verdict.passed("Every precision is measured with the same prompt and max_new_tokens.")
+    """sweep_precisions's timed generate calls do what the reference's do on the same inputs: one per precision, on the
+    model its candidates load, of the prompt it was given, with the max_new_tokens it was given."""
+    notes = set()
+    for sweep in precision_sweeps(context, params):
+        assert sweep.graded is not None
+        reference = sweep.graded.reference()
+        fits = carrying(context.models.tokenizer(sweep.hub_id))
+        missing = unmatched_generations(sweep.graded.behaviour, reference, fits, PRECISION_ASPECTS)
+        forgiven = _measure_ignores(context, params.measure_function, sweep.hub_id, params.prompts, params.tokens, True)
+        forgiven |= _loader_loads_another(context, params, sweep.hub_id)
+        missing = [m for m in missing if not (m.differ and set(m.differ) <= forgiven)]
+        notes |= forgiven
+        if missing:
+            decode = context.models.tokenizer(sweep.hub_id).decode
+            return Verdict.failed(
+                f"In {sweep.call}, the sweep does not measure what the reference measures (each of the "
+                f"{len(reference.required())} precisions on the model its candidates load, with the prompt and "
+                f"max_new_tokens={sweep.max_new_tokens} it is given). "
+                + unmatched_sentence(missing[0], decode)
+                + " Measure every precision, each with a run of its own, with the prompt and max_new_tokens you are given.",
+                expected=f"{len(reference.required())} timed generate calls of the prompt passed, max_new_tokens={sweep.max_new_tokens}",
+                found=describe_generation(missing[0].closest, decode) if missing[0].closest else "no generate call",
+            )
+    dropped = " and ".join(sorted(DROPPED[aspect] for aspect in notes))
+    note = f" ({params.measure_function} itself drops {dropped}, which is charged in its own check)" if notes else ""
+    return Verdict.passed(f"Every precision is measured with the prompt and max_new_tokens the sweep is given{note}.")
+
+
+DROPPED = {"limit": "max_new_tokens", "use_cache": "use_cache", "model": "the model it is given"}
+
+
+def _loader_loads_another(context: CheckContext, params: PrecisionSweepParams, hub_id: str) -> set[str]:
+    """``{"model"}`` where the notebook's loader, given ``hub_id`` alone, loads another model (charged in the loader's
+    checks, not again in the sweep that calls it)."""
+    loader = LoaderParams(function=params.loader_function, model_id=hub_id, precision="float32")
+    try:
+        _, loaded_model, _, _ = _loaded(context, loader, [hub_id])
+    except StopCheck:
+        return {"model"}
+    return {"model"} if other_model(context, loaded_model, hub_id) else set()
+
+
+def _measure_ignores(
+    context: CheckContext, measure_function: str, hub_id: str, prompts: list[str], tokens: list[int], use_cache: bool
+) -> set[str]:
+    """The settings (``limit``, ``use_cache``) the notebook's measure_generation itself does not pass to its timed
+    generate (charged in its own check, not again in a sweep's)."""
+    # The probe's prompt and length are drawn from the hidden seed: a function cannot recognise it.
+    rng = context.rng_for("measure-probe")
+    prompt, max_new_tokens = rng.choice(prompts), rng.randint(*tokens)
+    objects = handed(context, hub_id)
+    arguments = (
+        objects.model,
+        objects.tokenizer,
+        Argument.value(prompt),
+        Argument.value(max_new_tokens),
+        Argument.value(use_cache),
+    )
+    memo = f"measure-probe:{measure_function}:{hub_id}:{prompt}:{max_new_tokens}:{use_cache}"
+    graded = graded_call(context, measure_function, *arguments, memo=memo)
+    if not graded.outcome.ok:
+        return set()
+    fits = carrying(context.models.tokenizer(hub_id))
+    reference = graded.reference()
+    missing = unmatched_generations(graded.behaviour, reference, fits, ("model", "limit", "use_cache"))
+    return {aspect for unmatched in missing for aspect in unmatched.differ} | (
+        {"model"} if stray_generations(graded.behaviour, reference) else set()
+    )

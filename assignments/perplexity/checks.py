@@ -15,39 +15,58 @@ from typing import Any
 
 from pydantic import Field
 
-from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind, expect_shape
+from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind
+from grader.checks.behaviour import Behaviour, carrying, judge_passes
+from grader.checks.calls import Argument, GradedCall, graded_call, handed
 from grader.checks.loss import (
     CorpusParams,
-    draw_corpus,
+    draw_corpora,
     judge_loss,
     reference_variants,
-    text_token_lengths,
 )
 from grader.checks.shapes import keys
-from grader.checks.timing import (
-    LatencyTolerance,
-    call_timed,
-)
-from grader.kernel.harness import CallOutcome, literal
-from grader.kernel.protocol import ForwardEvent
+from grader.checks.timed import Timed, timed_call
+from grader.checks.timing import LatencyTolerance
+from grader.kernel.harness import CallOutcome
 from grader.kernel.values import is_number, kind_of
-from grader.quiet import quiet_libraries
 
 
-def evaluation_call(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, CallOutcome]:
-    """evaluate_loss called once per corpus and submission; the checks of that corpus share it."""
-    texts, batch_size = draw_corpus(context, params)
-    key = "evaluation:" + json.dumps([params.function, params.model, texts, batch_size])
-    outcome = context.once(
-        key,
-        lambda: context.call_with_model(
+@dataclass(frozen=True)
+class Evaluation:
+    """One call of evaluate_loss: its model, texts and batch size, and the call."""
+
+    hub_id: str
+    texts: list[str]
+    batch_size: int
+    graded: GradedCall
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return self.graded.outcome
+
+    @property
+    def where(self) -> str:
+        """How the call reads in feedback."""
+        return f"on {len(self.texts)} texts in batches of {self.batch_size} ({self.hub_id})"
+
+
+def evaluations(context: CheckContext, params: CorpusParams) -> list[Evaluation]:
+    """evaluate_loss called on each corpus of the params (once per corpus and submission; the checks share them),
+    with the model and tokenizer the notebook's loader gives (the grader's where they break the starter's contract)."""
+    calls = []
+    for hub_id, texts, batch_size in draw_corpora(context, params):
+        objects = handed(context, hub_id)
+        graded = graded_call(
+            context,
             params.function,
-            params.model,
-            literal(texts),
-            literal(batch_size),
-        ),
-    )
-    return texts, batch_size, outcome
+            objects.model,
+            objects.tokenizer,
+            Argument.value(texts, f"{len(texts)} texts"),
+            Argument.value(batch_size),
+            memo="evaluation:" + json.dumps([params.function, hub_id, texts, batch_size]),
+        )
+        calls.append(Evaluation(hub_id, texts, batch_size, graded))
+    return calls
 
 
 def _returned_dict(context: CheckContext, params: CorpusParams, outcome: CallOutcome, needed: tuple[str, ...]) -> dict[str, Any]:
@@ -72,103 +91,87 @@ class ReturnedField:
     data: dict[str, Any]
 
 
-def returned_field(context: CheckContext, params: LossParams, field: str, needed: tuple[str, ...]) -> ReturnedField:
-    """``field`` of evaluate_loss's dict as a number, or stop with why not."""
-    texts, batch_size, outcome = evaluation_call(context, params)
-    value = _returned_dict(context, params, outcome, needed)
-    variants = reference_variants(context, params.model, texts, batch_size)
-    found = value[field]
-    if not is_number(found):
-        raise StopCheck(Verdict.failed(f"'{field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found)))
-    data = {"texts": len(texts), "batch_size": batch_size, "found": float(found), **{k: round(v, 6) for k, v in variants.items()}}
-    return ReturnedField(value, float(found), variants, f"on {len(texts)} texts in batches of {batch_size}", data)
+def returned_fields(context: CheckContext, params: LossParams, field: str, needed: tuple[str, ...]) -> list[ReturnedField]:
+    """``field`` of evaluate_loss's dict as a number on each corpus, or stop with why not."""
+    fields = []
+    for evaluation in evaluations(context, params):
+        value = _returned_dict(context, params, evaluation.outcome, needed)
+        variants = reference_variants(context, evaluation.hub_id, evaluation.texts, evaluation.batch_size)
+        found = value[field]
+        if not is_number(found):
+            raise StopCheck(Verdict.failed(f"'{field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found)))
+        data = {
+            "model": evaluation.hub_id,
+            "texts": len(evaluation.texts),
+            "batch_size": evaluation.batch_size,
+            "found": float(found),
+            **{k: round(v, 6) for k, v in variants.items()},
+        }
+        fields.append(ReturnedField(value, float(found), variants, evaluation.where, data))
+    return fields
 
 
 @check_kind("perplexity_loss", LossParams)
 def perplexity_loss(context: CheckContext, params: LossParams) -> Verdict:
-    """evaluate_loss's loss is the token-weighted mean cross-entropy (padding masked), against the reference."""
-    returned = returned_field(context, params, "loss", ("loss",))
-    return judge_loss(returned.found, returned.variants, returned.where, params.rel_tolerance, returned.data)
+    """evaluate_loss's loss is the token-weighted mean cross-entropy (padding masked), against the reference, on each
+    model and corpus it is given."""
+    verdicts = [
+        judge_loss(returned.found, returned.variants, returned.where, params.rel_tolerance, returned.data)
+        for returned in returned_fields(context, params, "loss", ("loss",))
+    ]
+    return next((verdict for verdict in verdicts if verdict.outcome != "passed"), verdicts[-1])
 
 
-def _forward_passes(context: CheckContext, params: CorpusParams) -> tuple[list[str], int, list[ForwardEvent]]:
-    texts, batch_size, outcome = evaluation_call(context, params)
-    context.returned(outcome, params.function)
-    forwards = outcome.forward_events()
-    if not forwards:
-        raise StopCheck(
-            Verdict.error(
-                f"No forward pass of the model was seen during {params.function}: call the model as model(**batch, labels=labels) "
-                "(calling model.forward directly, or another model, cannot be graded).",
-                found="no forward pass",
+def _forward_passes(context: CheckContext, params: CorpusParams) -> list[tuple[Evaluation, Behaviour, Behaviour]]:
+    """Each evaluation's forward passes beside the reference's on the same inputs; stop when one made none."""
+    judged = []
+    for evaluation in evaluations(context, params):
+        context.returned(evaluation.outcome, params.function)
+        behaviour = evaluation.graded.behaviour
+        if not behaviour.passes:
+            raise StopCheck(
+                Verdict.error(
+                    f"No forward pass of a model was seen during {params.function} {evaluation.where}: call the model as "
+                    "model(**batch, labels=labels).",
+                    found="no forward pass",
+                )
             )
-        )
-    return texts, batch_size, forwards
+        judged.append((evaluation, behaviour, evaluation.graded.reference()))
+    return judged
 
 
 @check_kind("evaluation_mode", CorpusParams)
 def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
-    """Every forward pass of the evaluation runs with gradients off, in eval mode, with inputs on the model's device."""
-    _, _, forwards = _forward_passes(context, params)
-    problems = []
-    # Sampled inside forward (after every pre-hook) and read off its loss and logits: a hook cannot turn gradients on unseen.
-    with_grad = sum(1 for event in forwards if event["grad_enabled"] is not False or event["output_requires_grad"] is True)
-    if with_grad:
-        problems.append(
-            f"{with_grad} of {len(forwards)} forward passes ran with gradients on: wrap the loop in torch.no_grad() or torch.inference_mode()"
-        )
-    training = sum(1 for event in forwards if event["model_training"] is not False)
-    if training:
-        problems.append(f"{training} forward passes ran in training mode: keep the model in eval mode")
-    elsewhere = [
-        event for event in forwards if event["input_device"] is not None and event["input_device"] != event["model_device"]
-    ]
-    if elsewhere:
-        problems.append(
-            f"inputs were on {elsewhere[0]['input_device']} but the model on {elsewhere[0]['model_device']}: move the batch with .to(model.device)"
-        )
-    if problems:
-        return Verdict.failed(
-            "; ".join(problems).capitalize() + ".",
-            expected="no gradients, eval mode, inputs on the model's device",
-            found="; ".join(problems),
-        )
-    return Verdict.passed(f"All {len(forwards)} forward passes ran without gradients, in eval mode, on the model's device.")
+    """Every forward pass of the evaluation runs the model it was given, with gradients off, in eval mode, with inputs
+    on the model's device (each graded call starts with gradients on, as a fresh kernel)."""
+    count = 0
+    for evaluation, behaviour, reference in _forward_passes(context, params):
+        fits = carrying(context.models.tokenizer(evaluation.hub_id))
+        judgement = judge_passes(behaviour, reference, evaluation.batch_size, fits, ("model", "grad", "training", "inputs"))
+        if judgement.problems:
+            return Verdict.failed(
+                f"{params.function} {evaluation.where}: " + "; ".join(judgement.problems) + ".",
+                expected="no gradients, eval mode, inputs on the model's device, the model passed",
+                found="; ".join(judgement.problems),
+            )
+        count += len(behaviour.passes)
+    return Verdict.passed(f"All {count} forward passes ran the model passed, without gradients, in eval mode, on its device.")
 
 
 @check_kind("evaluation_batching", CorpusParams)
 def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
-    """The evaluation really batches: one forward pass per batch of batch_size texts, each covering its texts' tokens."""
-    texts, batch_size, forwards = _forward_passes(context, params)
-    with quiet_libraries():
-        lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
-    wanted = [min(batch_size, len(texts) - start) for start in range(0, len(texts), batch_size)]
-    longest = [max(lengths[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
-    shapes = [event["input_shape"] or [] for event in forwards]
-    sizes = [shape[0] if shape else None for shape in shapes]
-    widths = [shape[1] if len(shape) > 1 else 0 for shape in shapes]
-    expected = f"{len(wanted)} forward passes of {wanted} texts"
-    if sizes == wanted:
-        short = [index for index, (width, needed) in enumerate(zip(widths, longest, strict=True)) if width < needed]
-        if not short:
-            return Verdict.passed(
-                f"{len(texts)} texts in batches of {batch_size} took {len(wanted)} forward passes, as expected."
+    """The evaluation really batches: every text once, in as many batches of at most batch_size texts as the reference
+    makes (any order or grouping), each as wide as its texts."""
+    for evaluation, behaviour, reference in _forward_passes(context, params):
+        fits = carrying(context.models.tokenizer(evaluation.hub_id))
+        judgement = judge_passes(behaviour, reference, evaluation.batch_size, fits, ("batches",))
+        if judgement.problems:
+            return Verdict.failed(
+                f"{params.function} {evaluation.where}: " + "; ".join(judgement.problems) + ".",
+                expected=f"{len(reference.passes)} forward passes of at most {evaluation.batch_size} texts, every text once",
+                found=judgement.found,
             )
-        index = short[0]
-        return Verdict.failed(
-            f"{params.function} made {len(forwards)} forward passes of {sizes} texts, but pass {index + 1} covered only "
-            f"{widths[index]} tokens per text, fewer than the longest of its texts holds: run the model on the "
-            "whole batch (every token of every text), once per batch.",
-            expected=f"{expected}, each as wide as its longest text",
-            found=f"passes {widths} tokens wide",
-        )
-    if len(forwards) == len(texts) and all(size == 1 for size in sizes):
-        message = f"{params.function} ran the model once per text ({len(texts)} passes) instead of in batches of {batch_size}: tokenize each slice texts[i:i+batch_size] together with padding."
-    elif len(forwards) == 1:
-        message = f"{params.function} ran all {len(texts)} texts in one forward pass, ignoring batch_size={batch_size}."
-    else:
-        message = f"{params.function} made {len(forwards)} forward passes of {sizes} texts for {len(texts)} texts in batches of {batch_size}."
-    return Verdict.failed(message, expected=expected, found=f"{len(forwards)} passes of {sizes}")
+    return Verdict.passed(f"{params.function} runs every text once, in batches of at most batch_size texts, as expected.")
 
 
 # --------------------------------------------------------------------------------------
@@ -179,7 +182,8 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
 class TimingParams(LatencyTolerance, TargetParams):
     """Hidden calls that check time_generation against the instrumented generate call."""
 
-    model: str = Field("gpt2", description="Hub ID of the model.")
+    model: str = Field("gpt2", description="Hub ID of the model of the first call.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
     prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
     tokens: list[int] = Field([24, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
@@ -187,13 +191,32 @@ class TimingParams(LatencyTolerance, TargetParams):
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance on tokens_per_s = new tokens / latency_s.")
 
 
-def _timing_call(
-    context: CheckContext, params: TimingParams, prompt: str, max_new_tokens: int, device: str = "auto"
-) -> tuple[CallOutcome, dict[str, Any]]:
-    outcome, value = call_timed(
-        context, params.function, params.model, prompt, max_new_tokens, device=device, dtype="float32", pace_s=params.pace_s
-    )
-    expect_shape(value, keys("latency_s", "tokens_per_s"), params.function)
-    if not outcome.generate_events():
-        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
-    return outcome, value
+def timing_calls(context: CheckContext, params: TimingParams) -> list[tuple[int, Timed]]:
+    """The hidden time_generation calls (max_new_tokens, the timed call), every argument of the second different."""
+    rng = context.rng_for(f"timing:{context.check.id}")
+    plan = [
+        (params.model, rng.choice(params.prompts), rng.randint(*params.tokens)),
+        (params.other_model, params.eos_prompt, params.eos_tokens),
+    ]
+    calls = []
+    for hub_id, prompt, max_new_tokens in plan:
+        objects = handed(context, hub_id)
+        call = f"{params.function}({hub_id} model, tokenizer, {prompt!r}, max_new_tokens={max_new_tokens})"
+        arguments = [objects.model, objects.tokenizer, Argument.value(prompt), Argument.value(max_new_tokens)]
+
+        def returns(outcome: CallOutcome, call: str = call) -> Any:
+            return dict(context.returned(outcome, call, keys("latency_s", "tokens_per_s")))
+
+        timed = timed_call(
+            context,
+            params,
+            params.function,
+            arguments,
+            hub_id,
+            call,
+            lambda value: value.get("latency_s"),
+            returns,
+            memo=f"{call}:{params.pace_s}:{objects.own}",
+        )
+        calls.append((max_new_tokens, timed))
+    return calls

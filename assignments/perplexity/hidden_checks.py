@@ -6,47 +6,43 @@ their default inputs reach students.
 
 from __future__ import annotations
 
-import functools
 import math
 
 from grader.checks.base import CheckContext, Verdict, check_kind, number
 from grader.checks.loss import (
     TOKEN_MISTAKES,
 )
-from grader.checks.timing import judge_generate_inputs, judge_rates, judge_timed_call, new_tokens_range, retry_while_too_long
+from grader.checks.timed import judge_timed_settings
+from grader.checks.timing import judge_rates, judge_timed_latency, new_tokens_range
 from grader.kernel.values import is_number, kind_of
 
 from .checks import (
     LossParams,
+    ReturnedField,
     TimingParams,
-    _timing_call,
-    returned_field,
+    returned_fields,
+    timing_calls,
 )
 
 
 @check_kind("generation_timing", TimingParams)
 def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
-    """latency_s is the generate call's duration; tokens_per_s counts the tokens really generated."""
-    calls = [(context.rng.choice(params.prompts), context.rng.randint(*params.tokens)), (params.eos_prompt, params.eos_tokens)]
-    for prompt, max_new_tokens in calls:
-        outcome, value = retry_while_too_long(
-            params,
-            functools.partial(_timing_call, context, params, prompt, max_new_tokens),
-            lambda value: value["latency_s"],
-        )
+    """time_generation's generate does what the reference's does (the model, prompt and max_new_tokens it is given),
+    latency_s is what a timer of that call reads, and tokens_per_s counts the tokens really generated."""
+    for max_new_tokens, timed in timing_calls(context, params):
+        value = timed.value
         latency, rate = value["latency_s"], value["tokens_per_s"]
         if not is_number(latency) or latency <= 0 or not is_number(rate):
             return Verdict.failed(
                 f"latency_s and tokens_per_s should be positive numbers, but they are {kind_of(latency)} and {kind_of(rate)}.",
                 found=f"{kind_of(latency)}, {kind_of(rate)}",
             )
-        events = outcome.generate_events()
-        verdict = judge_generate_inputs(
-            context.models.tokenizer(params.model), events[-1], [prompt], max_new_tokens, params.function
-        ) or judge_timed_call(params, float(latency), outcome, max_new_tokens)
+        verdict = judge_timed_settings(context, timed) or judge_timed_latency(
+            params, float(latency), timed.outcome, timed.timed(), max_new_tokens
+        )
         if verdict is not None:
             return verdict
-        generated, _ = new_tokens_range(events[-1])
+        generated, _ = new_tokens_range(timed.timed()[-1])
         verdict = judge_rates(params.rate_tolerance, float(latency), generated, rate, max_new_tokens=max_new_tokens)
         if verdict is not None:
             return verdict
@@ -57,8 +53,14 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
 
 @check_kind("perplexity_exp", LossParams)
 def perplexity_exp(context: CheckContext, params: LossParams) -> Verdict:
-    """evaluate_loss's perplexity is exp of the loss it reports (not a mean of per-batch perplexities)."""
-    returned = returned_field(context, params, "perplexity", ("loss", "perplexity"))
+    """evaluate_loss's perplexity is exp of the loss it reports (not a mean of per-batch perplexities), on each call."""
+    verdicts = [
+        _judge_perplexity(params, returned) for returned in returned_fields(context, params, "perplexity", ("loss", "perplexity"))
+    ]
+    return next((verdict for verdict in verdicts if verdict.outcome != "passed"), verdicts[-1])
+
+
+def _judge_perplexity(params: LossParams, returned: ReturnedField) -> Verdict:
     value, found, variants, where, data = returned.value, returned.found, returned.variants, returned.where, returned.data
     loss = value["loss"]
     if not is_number(loss):
@@ -82,7 +84,11 @@ def perplexity_exp(context: CheckContext, params: LossParams) -> Verdict:
 @check_kind("perplexity_tokens", LossParams)
 def perplexity_tokens(context: CheckContext, params: LossParams) -> Verdict:
     """evaluate_loss's tokens counts the predicted tokens: every token after the first of each text, padding excluded."""
-    returned = returned_field(context, params, "tokens", ("tokens",))
+    verdicts = [_judge_tokens(returned) for returned in returned_fields(context, params, "tokens", ("tokens",))]
+    return next((verdict for verdict in verdicts if verdict.outcome != "passed"), verdicts[-1])
+
+
+def _judge_tokens(returned: ReturnedField) -> Verdict:
     found, variants, where, data = returned.found, returned.variants, returned.where, returned.data
     expected_tokens = int(variants["tokens"])
     if found == expected_tokens:

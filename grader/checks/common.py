@@ -57,17 +57,68 @@ def _title(line: str) -> str | None:
     return None if title.strip(" :").casefold() == "todo" else title
 
 
-def answer_blocks(section_text: str, question: str) -> list[str]:
-    """The text under each title naming ``question``, up to the next question title (a question may be answered again below)."""
+# What may precede a title on its line: a blockquote, a list marker, a number ("1.", "Q2:", "Question 3 -").
+TITLE_PREFIX = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+)?(?:(?:q(?:uestion)?\s*)?\d+\s*[.):\-]?\s+)?", re.IGNORECASE)
+LEADING_BOLD = re.compile(r"^(?:\*\*|__)(?P<text>.+?)(?:\*\*|__)")
+PLAIN_TITLE = re.compile(r"^(?P<text>[A-Za-z][\w ()/&'-]{0,48}?)\s*[:.]\s")
+TITLE_NUMBER = re.compile(r"(?:^|\b(?:q|question|answer)\s*)(?P<number>\d+)\b", re.IGNORECASE)
+MAX_TITLE_WORDS = 10
+
+
+def _anchor(line: str) -> tuple[str, str] | None:
+    """(title, the rest of the line) where a line opens with a title: a heading, a leading bold span (after a list
+    marker or a number: "1.  **Setup:**", "**Answer 1 (Setup).** text", "- **Trends**"), or a short label and a
+    colon ("Setup: text"). None for an ordinary line."""
+    heading = re.match(r"^\s*#{1,6}\s+(?P<text>.+?)\s*#*\s*$", line)
+    if heading:
+        return heading.group("text").strip(" *_"), ""
+    prefix = TITLE_PREFIX.match(line)
+    rest = line[prefix.end() :] if prefix else line
+    number = prefix.group(0).strip() if prefix else ""
+    bold = LEADING_BOLD.match(rest)
+    if bold:
+        title = bold.group("text").strip()
+        if len(title.split()) <= MAX_TITLE_WORDS and title.strip(" :.").casefold() != "todo":
+            return f"{number} {title}".strip(), rest[bold.end() :]
+        return None
+    plain = PLAIN_TITLE.match(rest)
+    if plain and len(plain.group("text").split()) <= 4:
+        return f"{number} {plain.group('text')}".strip(), rest[plain.end() :]
+    return None
+
+
+def _names(title: str, question: str, questions: list[str]) -> bool:
+    """Whether a title names ``question``: its words, or its number among the section's ``questions`` when the title
+    names no question by its words ("Answer 2", "Q2")."""
+    folded = title.casefold()
+    if question.casefold() in folded:
+        return True
+    if any(other.casefold() in folded for other in questions):
+        return False
+    number = TITLE_NUMBER.search(title)
+    return number is not None and question in questions and int(number.group("number")) == questions.index(question) + 1
+
+
+def answer_blocks(section_text: str, question: str, questions: list[str] | None = None) -> list[str]:
+    """The text under each title naming ``question`` in a section, each up to the next title of a question (or the
+    next heading): answers typed under the question, in a cell of their own under a title of their own ("**Answer 1
+    (Setup).**", "### Trends"), or several in one cell, each under its title. ``questions``: every question the
+    section asks, in order (a title naming another one ends a block; "Answer 2" names the second)."""
+    questions = questions if questions is not None else [question]
     blocks: list[list[str]] = []
     inside = False
     for line in section_text.splitlines():
-        title = _title(line)
-        if title is not None:
-            inside = question.casefold() in title.casefold()
-            if inside:
-                blocks.append([line[QUESTION_TITLE.match(line).end() :]])  # type: ignore[union-attr]
-            continue
+        anchor = _anchor(line)
+        if anchor is not None:
+            title, rest = anchor
+            if any(_names(title, asked, questions) for asked in questions):
+                inside = _names(title, question, questions)
+                if inside:
+                    blocks.append([rest])
+                continue
+            if line.lstrip().startswith("#"):
+                inside = False  # another heading: what follows is not this answer
+                continue
         if inside:
             blocks[-1].append(line)
     return ["\n".join(block) for block in blocks]
@@ -252,24 +303,29 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             found="no such heading",
         )
     section = HTML_COMMENT.sub("", section)
-    blocks = answer_blocks(section, params.question)
+    questions = [
+        str(check.params.get("question"))
+        for check in context.rubric.checks
+        if check.kind == "written_answer" and check.params.get("section") == params.section
+    ]
+    blocks = answer_blocks(section, params.question, questions or [params.question])
     if not blocks:
         return Verdict.failed(
             f"No answer to '{params.question}' was found under '{params.section}': keep the question titles from the starter and write your answer below each.",
             expected=f"an answer under '{params.question}'",
             found="no such question title",
         )
-    # The first block under a title naming the question with words of the student's own (a TODO line left
-    # in place above an answer is not the answer).
+    # The longest block under a title naming the question, in words of the student's own (a TODO line left in place
+    # above an answer is not the answer; "answered in the cell below" under the starter's title is not either).
     answered = [text for text in (_without_placeholder(block).strip() for block in blocks) if _own_words(text, params.prompt)]
-    text = answered[0] if answered else ""
-    if not text:
-        # The answer may sit in a cell of its own below the questions (the TODO lines left in place):
-        # cells of the section with no TODO are read as the answer when they are long enough for
-        # every question the section asks.
+    text = max(answered, key=lambda block: len(_own_words(block, params.prompt))) if answered else ""
+    if len(_own_words(text, params.prompt)) < params.min_words:
+        # The answer may sit in a cell of its own below the questions, under no title (the TODO lines left in place):
+        # cells of the section with no TODO are read as the answer when they are long enough for every question the
+        # section asks.
         loose = "\n\n".join(loose_cells(context.notebook, params.section)).strip()
-        questions = sum(1 for line in section.splitlines() if _title(line) and not line.lstrip().startswith("#"))
-        if len(_own_words(loose, params.prompt)) >= params.min_words * max(questions, 1):
+        titles = sum(1 for line in section.splitlines() if _title(line) and not line.lstrip().startswith("#"))
+        if len(_own_words(loose, params.prompt)) >= params.min_words * max(titles, 1):
             text = loose
     if not text and any(re.search(r"\bTODO\b", block) for block in blocks):
         return Verdict.failed(

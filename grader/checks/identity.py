@@ -66,3 +66,13 @@ def reference_fingerprint(context: CheckContext, hub_id: str) -> dict[str, Any]:
 def other_model(context: CheckContext, loaded: Model, hub_id: str) -> str | None:
     """Why ``loaded`` is not the model served under ``hub_id`` (None when its weights are that model's)."""
     return fingerprint_difference(loaded.fingerprint, reference_fingerprint(context, hub_id))
+
+
+def identify(context: CheckContext, fingerprint: Mapping[str, Any] | None) -> str | None:
+    """The hub id (among the rubric's models) whose weights a model's fingerprint shows; None for another model."""
+    if not fingerprint:
+        return None
+    for hub_id in context.rubric.models:
+        if fingerprint_difference(fingerprint, reference_fingerprint(context, hub_id)) is None:
+            return hub_id
+    return None

@@ -46,6 +46,13 @@ class LoaderParams(TargetParams):
         default_factory=list,
         description="Further model ids the loader is called with (loader_same_id): a name hard-coded in the loader matches at most one.",
     )
+    more_precisions: list[str] = Field(
+        default_factory=list, description="Further precisions the loader is called with (loader_cpu_float32)."
+    )
+    contract: bool = Field(
+        False,
+        description="Also judge what the starter asks of the returned objects (eval mode, the tokenizer's pad token and padding side).",
+    )
 
     @property
     def call_text(self) -> str:
@@ -71,9 +78,26 @@ def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Mod
     return tokenizer, loaded
 
 
+def contract_problems(context: CheckContext, loaded_tokenizer: Tokenizer, loaded_model: Model) -> list[str]:
+    """What the starter asks of a loader's objects that these lack: eval mode, and the tokenizer's pad token and padding
+    side as the rubric's contract names them (the objects every other check then hands the notebook's functions)."""
+    problems = []
+    if loaded_model.training:
+        problems.append("the model is in training mode: call model.eval()")
+    contract = context.rubric.contract.tokenizer
+    if contract.pad_token == "eos" and loaded_tokenizer.pad_token is None:
+        problems.append("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
+    if contract.padding_side in ("left", "right") and loaded_tokenizer.padding_side != contract.padding_side:
+        problems.append(
+            f"the tokenizer pads on the {loaded_tokenizer.padding_side}: set tokenizer.padding_side = {contract.padding_side!r}"
+        )
+    return problems
+
+
 @check_kind("loader_same_id", LoaderParams)
 def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
-    """The loader loads the tokenizer and the model from the id it is given, whichever id that is."""
+    """The loader loads the tokenizer and the model from the id it is given, whichever id that is (and, where the params
+    ask, sets them up as the starter says)."""
     for model_id in [params.model_id, *params.more_ids]:
         asked = params.model_copy(update={"model_id": model_id})
         loaded_tokenizer, loaded_model = _loaded(context, asked)
@@ -92,41 +116,62 @@ def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
                 expected=f"tokenizer and model from {model_id!r}",
                 found=found,
             )
+        problems = contract_problems(context, loaded_tokenizer, loaded_model) if params.contract else []
+        if problems:
+            return Verdict.failed(
+                f"{asked.call_text}: {'; '.join(problems)}.",
+                expected="the model in eval mode and the tokenizer set up as the starter asks",
+                found="; ".join(problems),
+            )
+    if params.contract:
+        return Verdict.passed(
+            f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given, and sets them "
+            "up as the starter asks."
+        )
     return Verdict.passed(f"{params.call_text} loads the tokenizer and the model from the same id, whichever id it is given.")
 
 
 @check_kind("loader_eval_device", LoaderParams)
 def loader_eval_device(context: CheckContext, params: LoaderParams) -> Verdict:
-    """The loader returns the model in eval mode on the detected device."""
-    _, loaded_model = _loaded(context, params)
+    """The loader returns the model in eval mode on the detected device, and the tokenizer with the pad token and
+    padding side the starter asks for."""
+    loaded_tokenizer, loaded_model = _loaded(context, params)
     call = params.call_text
     device = "cuda" if context.on_cuda else "cpu"
-    problems = []
-    if loaded_model.training:
-        problems.append("the model is in training mode: call model.eval()")
+    problems = contract_problems(context, loaded_tokenizer, loaded_model)
     if not loaded_model.device.startswith(device):
         problems.append(f"the model is on {loaded_model.device}, not {device}")
     if problems:
         return Verdict.failed(
             f"{call}: {'; '.join(problems)}.",
-            expected=f"a model in eval mode on {device}",
+            expected=f"a model in eval mode on {device}, and the tokenizer the starter asks for",
             found="; ".join(problems),
         )
-    return Verdict.passed(f"{call} returns the model in eval mode on {device}.")
+    return Verdict.passed(f"{call} returns the model in eval mode on {device}, and the tokenizer the starter asks for.")
 
 
 @check_kind("loader_cpu_float32", LoaderParams)
 def loader_cpu_float32(context: CheckContext, params: LoaderParams) -> Verdict:
-    """On the CPU, the loader loads the model in float32 whatever precision was asked for."""
-    _, loaded_model = _loaded(context, params)
-    call = params.call_text
-    if loaded_model.dtype != "torch.float32":
-        return Verdict.failed(
-            f"On the CPU, {call} loads the model in {loaded_model.dtype.replace('torch.', '')}: the CPU must use float32 whatever precision was asked for.",
-            expected="torch.float32",
-            found=loaded_model.dtype,
-        )
-    return Verdict.passed(f"On the CPU, {call} falls back to float32.")
+    """On the CPU, the loader loads the model in float32 (every parameter) whatever precision was asked for."""
+    for precision in [params.precision, *params.more_precisions]:
+        asked = params.model_copy(update={"precision": precision})
+        try:
+            _, loaded_model = _loaded(context, asked)
+        except StopCheck:
+            if precision == params.precision:
+                raise
+            continue  # a precision the starter does not name may be refused; loaded, it must be float32
+        call = asked.call_text
+        others = [dtype for dtype in loaded_model.parameter_dtypes or (loaded_model.dtype,) if dtype != "torch.float32"]
+        if loaded_model.dtype != "torch.float32" or others:
+            found = ", ".join(sorted({loaded_model.dtype, *others} - {"torch.float32"})).replace("torch.", "")
+            return Verdict.failed(
+                f"On the CPU, {call} loads the model (or some of its parameters) in {found}: the CPU must use float32 "
+                "whatever precision was asked for.",
+                expected="torch.float32",
+                found=found,
+            )
+    return Verdict.passed(f"On the CPU, {params.call_text} falls back to float32, whatever precision is asked for.")
 
 
 # --------------------------------------------------------------------------------------
@@ -146,6 +191,17 @@ class CorpusParams(TargetParams):
     batch_sizes: list[int] = Field(
         [2, 3, 4], min_length=1, description="Batch sizes to draw from (one leaving a ragged last batch)."
     )
+    very_long: list[int] = Field(
+        [0, 0],
+        min_length=2,
+        max_length=2,
+        description="Range of documents joined into one very long text among the long ones (0: none): a function that "
+        "truncates its batches loses tokens of it.",
+    )
+    repeated: bool = Field(False, description="Whether one long text is given twice (a function that drops repeats is seen).")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
+    other_corpus: str = Field("", description="Name of the second call's hidden corpus (empty: one call only).")
+    other_batch_size: int = Field(3, ge=1, description="Batch size of the second call on the public texts.")
     odd_words: list[str] = Field(
         default_factory=lambda: (
             [
@@ -176,6 +232,14 @@ def hidden_corpus(rng: random.Random, params: CorpusParams) -> tuple[list[str], 
     documents = read_documents(CORPUS_PATH)
     starts = rng.sample(range(len(documents)), rng.randint(*params.long_texts))
     longs = [" ".join(documents[(s + i) % len(documents)] for i in range(rng.randint(1, 4))) for s in starts]
+    if params.very_long[1] > 0:
+        start = rng.randrange(len(documents))
+        longs.insert(
+            rng.randrange(len(longs) + 1),
+            " ".join(documents[(start + i) % len(documents)] for i in range(rng.randint(*params.very_long))),
+        )
+    if params.repeated:
+        longs.insert(rng.randrange(1, len(longs) + 1), rng.choice(longs))
     shorts = [
         " ".join(rng.sample(params.odd_words, rng.randint(2, 4))).capitalize() + "."
         for _ in range(rng.randint(*params.short_texts))
@@ -190,6 +254,24 @@ def draw_corpus(context: CheckContext, params: CorpusParams) -> tuple[list[str],
     if params.texts:
         return list(params.texts), params.batch_size
     return hidden_corpus(context.rng_for(f"corpus:{params.corpus}"), params)
+
+
+def draw_corpora(context: CheckContext, params: CorpusParams) -> list[tuple[str, list[str], int]]:
+    """(hub id, texts, batch size) of each call: the first on ``model``; where the params name a second corpus (or
+    public texts), a second on ``other_model`` with another draw (or the public texts at another batch size), every
+    argument different."""
+    texts, batch_size = draw_corpus(context, params)
+    calls = [(params.model, texts, batch_size)]
+    if params.texts:
+        other = params.other_batch_size if params.other_batch_size != batch_size else batch_size + 1
+        calls.append((params.other_model, list(params.texts), other))
+    elif params.other_corpus:
+        other_texts, other_size = hidden_corpus(context.rng_for(f"corpus:{params.other_corpus}"), params)
+        if other_size == batch_size:
+            sizes = [size for size in params.batch_sizes if size != batch_size]
+            other_size = context.rng_for(f"corpus:{params.other_corpus}:size").choice(sizes) if sizes else batch_size + 1
+        calls.append((params.other_model, other_texts, other_size))
+    return calls
 
 
 @dataclass(frozen=True)

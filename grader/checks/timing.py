@@ -11,7 +11,8 @@ model is.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import Field
@@ -145,9 +146,49 @@ def judge_latency(
     )
 
 
-def judge_timed_call(params: LatencyTolerance, latency: float, outcome: CallOutcome, max_new_tokens: int) -> Verdict | None:
-    """judge_latency on a paced call's last generate, naming the tokenization when that is what the timer surrounds."""
+def latency_readings(timed: Sequence[GenerateEvent]) -> list[float]:
+    """The latencies an honest timer of these timed generate calls (the same work, repeated) can report: each call's,
+    and their fastest, median and mean (a best-of-three or median-of-five timer, an average of runs).
+
+    A call that holds a pacing pause (the first of its prompt: a warm-up, however it was spelled) counts only where
+    every timed call holds one: a warm-up with the timed call's settings is not a timed run, and a timer around it and
+    the timed call must not read as one slow run."""
+    unpaced = [event for event in timed if not event["paced_s"] and event["pause"] is None]
+    durations = [float(event["duration_s"]) for event in (unpaced or timed)]
+    if not durations:
+        return []
+    return [*durations, min(durations), statistics.median(durations), statistics.fmean(durations)]
+
+
+def agrees_with_timed(tolerance: LatencyTolerance, latency: float, timed: Sequence[GenerateEvent]) -> bool:
+    """Whether ``latency`` reads one of :func:`latency_readings` of the timed calls, within the tolerance."""
+    return any(
+        reading * (1 - tolerance.lower_rel) - tolerance.lower_abs_s
+        <= latency
+        <= reading * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+        for reading in latency_readings(timed)
+    )
+
+
+def judge_timed_latency(
+    params: LatencyTolerance, latency: float, outcome: CallOutcome, timed: Sequence[GenerateEvent], max_new_tokens: int
+) -> Verdict | None:
+    """None if ``latency`` is what a timer of the call's timed generate calls reads (see :func:`agrees_with_timed`:
+    one of them, or their fastest, median or mean); else :func:`judge_timed_call`'s verdict on the last of them, which
+    names a warm-up or a tokenization inside the timer."""
+    if timed and agrees_with_timed(params, latency, timed):
+        return None
+    return judge_timed_call(params, latency, outcome, max_new_tokens, timed[-1] if timed else None)
+
+
+def judge_timed_call(
+    params: LatencyTolerance, latency: float, outcome: CallOutcome, max_new_tokens: int, timed: GenerateEvent | None = None
+) -> Verdict | None:
+    """judge_latency on a paced call's timed generate (default: its last), naming the tokenization when that is what
+    the timer surrounds."""
     events = outcome.generate_events()
+    if timed is not None and any(event is timed for event in events):
+        events = events[: next(index for index, event in enumerate(events) if event is timed) + 1]
     verdict = judge_latency(params, latency, events, max_new_tokens)
     if verdict is None or latency < float(events[-1]["duration_s"]):
         return verdict
@@ -313,7 +354,7 @@ def cuda_misuse(outcome: CallOutcome, function: str, on_cuda: bool) -> Verdict |
     )
 
 
-def _contains(row: list[int], ids: list[int]) -> bool:
+def contains_run(row: list[int], ids: list[int]) -> bool:
     """Whether ``ids`` occur in ``row`` as one contiguous run."""
     width = len(ids)
     return width > 0 and any(row[start : start + width] == ids for start in range(len(row) - width + 1))
@@ -323,7 +364,7 @@ def carries_prompt(reference_tokenizer: Any, row: list[int], prompt: str) -> boo
     """Whether a generate row holds ``prompt``: its ids in a run (special tokens or a template around them
     allowed), or its text in the row's decoded text (a template may tokenize its edges differently)."""
     ids = list(reference_tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    if _contains(row, ids):
+    if contains_run(row, ids):
         return True
     text = prompt.strip()
     return bool(text) and text in reference_tokenizer.decode(row, skip_special_tokens=True)

@@ -145,6 +145,8 @@ class ReferenceModels:
         self._lock = threading.RLock()
         self._keys: dict[int, str] = {}  # id of a cached model or tokenizer (any thread's) -> its cache key
         self._held: list[Any] = []  # every one of them, as long as this object lives: an id is never reused meanwhile
+        self._copies: dict[int, str] = {}  # id of a tokenizer copy (tokenizer_as) -> its hub id
+        self._copy_objects: list[Any] = []  # the latest copies, held while their ids name them
 
     def _loaded(self) -> dict[str, Any]:
         """This thread's models and tokenizers, by key."""
@@ -154,8 +156,42 @@ class ReferenceModels:
         return loaded
 
     def describe(self, value: Any) -> str | None:
-        """The key of a model or tokenizer this object handed out (None for anything else)."""
-        return self._keys.get(id(value))
+        """The key of a model or tokenizer this object handed out, or of a copy of such a tokenizer (None for anything
+        else)."""
+        key = self._keys.get(id(value))
+        if key is None and id(value) in self._copies:
+            hub_id = self._copies[id(value)]
+            key = f"tokenizer:{hub_id}:pad={value.pad_token is not None}:side={value.padding_side}"
+        return key
+
+    def tokenizer_as(self, hub_id: str, pad_token: str, padding_side: str) -> Any:
+        """A fresh copy of ``hub_id``'s tokenizer, set up as a starter's contract says (``pad_token`` "eos" or "none",
+        ``padding_side`` "left", "right" or "default"): what a reference function is handed, which it may change."""
+        import copy
+
+        tokenizer = copy.deepcopy(self.tokenizer(hub_id))
+        if pad_token == "eos" and tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if padding_side in ("left", "right"):
+            tokenizer.padding_side = padding_side
+        with self._lock:
+            self._copies[id(tokenizer)] = hub_id
+            # Only the latest copies are known (an id is reused once its copy is gone): enough for the call in hand.
+            self._copy_objects.append(tokenizer)
+            if len(self._copy_objects) > 64:
+                dropped = self._copy_objects.pop(0)
+                self._copies.pop(id(dropped), None)
+        return tokenizer
+
+    def serves(self, hub_id: str) -> bool:
+        """Whether ``hub_id`` is a model this side can load (any with the real hub; the zoo's own otherwise)."""
+        if self.zoo is None:
+            return True
+        try:
+            self.zoo.model_for(hub_id)
+        except Exception:  # not one of the zoo's ids
+            return False
+        return True
 
     def source(self, hub_id: str) -> str:
         """Where ``from_pretrained`` reads ``hub_id`` from: the zoo's folder, or the hub."""

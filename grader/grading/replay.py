@@ -168,6 +168,21 @@ class ReferenceFunctions:
 
         return call
 
+    def trace(self, name: str, *args: Any) -> dict[str, Any]:
+        """What the reference function ``name`` does on ``args``: its generate calls and forward passes and the models
+        it ran, as a kernel's call answer gives a student's (grader/grading/tracing.py); live or replayed."""
+        side = self._side
+        function = getattr(side.module, name, None) if side.module is not None else None
+
+        def run(*arguments: Any) -> dict[str, Any]:
+            from grader.grading.tracing import traced
+
+            assert function is not None
+            return traced(function, *arguments)
+
+        trace: dict[str, Any] = side.call(f"trace.{name}", run if function is not None else None, args)
+        return trace
+
     def expected(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """A check module's :func:`reference_side` function, live or replayed."""
         if not getattr(function, REFERENCE_SIDE_MARK, False):

@@ -102,11 +102,29 @@ class TokenizerContract(Strict):
     )
 
 
+class LoaderContract(Strict):
+    """The notebook's own loader, whose objects the checks hand the other functions (where they keep the contract)."""
+
+    function: str = Field(description="The student's loader function.")
+    arguments: list[Any] = Field(
+        description='Its arguments, as JSON values; the string "$model_id" stands for the hub ID asked for, anywhere.'
+    )
+    tokenizer: int = Field(0, ge=0, description="Where the tokenizer is in what it returns.")
+    model: int = Field(1, ge=0, description="Where the model is in what it returns.")
+
+
 class Contract(Strict):
     """What a correct implementation of the notebook's other functions hands the function a check calls."""
 
     tokenizer: TokenizerContract = Field(
         default_factory=lambda: TokenizerContract(), description="The tokenizer every check passes to student functions."
+    )
+    loader: LoaderContract | None = Field(
+        None,
+        description=(
+            "The notebook's loader: checks hand the other functions what it returns (a fresh copy of its tokenizer per "
+            "call) where its objects keep the contract, and the grader's own where they do not (its own checks say why)."
+        ),
     )
 
 

@@ -243,6 +243,8 @@ class Harness:
         settings = dict(settings or {})
         if self.session.pause_paths is not None:
             settings["pauses"] = list(self.session.pause_paths)
+        if self.session.events_path is not None:
+            settings["events"] = self.session.events_path
         outcome = self._ask({"op": "install", "settings": settings}, timeout_s)
         if outcome.ok:
             self.environment = dict(outcome.raw.get("environment", {}))
@@ -386,8 +388,16 @@ class Harness:
         self._ask({"op": "release", "handles": handles} if handles is not None else {"op": "release"}, None)
 
     def notebook_events(self) -> CallOutcome:
-        """What the instrumentation recorded while the notebook's cells ran."""
-        return self._ask({"op": "events"}, None)
+        """What the instrumentation recorded while the notebook's cells ran: as the kernel streamed each record when it
+        was made (what the notebook did to its records afterwards changes nothing), where it streams them."""
+        outcome = self._ask({"op": "events"}, None)
+        stream = self.session.events
+        if not outcome.ok or stream is None:
+            return outcome
+        streamed, wrong = _validated_events(stream.all("notebook"))
+        if wrong or stream.corrupted:
+            return replace(outcome, status="tampered", message=_stream_message(stream.corrupted or wrong))
+        return replace(outcome, events=tuple(streamed))
 
     # ---------------------------------------------------------------- plumbing
 
@@ -406,11 +416,24 @@ class Harness:
         if request["op"] not in ("call", "generate"):
             return self._answer(request, self.session.channel.request(code, channel=channel, timeout_s=timeout), timeout)
         cpu_before = self.session.cpu_seconds()
+        stream = self.session.events
+        mark = stream.mark() if stream is not None else 0
         with self.session.sample_cpu() as sampler, self.session.channel.serve_pauses(self._pause_length(pace_s)) as pauses:
             reply = self.session.channel.request(code, channel=channel, timeout_s=timeout)
         outcome = self._answer(request, reply, timeout)
         if outcome.status not in ("returned", "raised"):
             return outcome
+        if stream is not None:
+            # The records as the runtime made them, streamed one by one: the answer must carry the same.
+            streamed, wrong = _validated_events(stream.since(mark))
+            if not wrong and not stream.corrupted and list(streamed) != list(outcome.events):
+                wrong = "the records the call's answer holds are not those the runtime made as it ran (they were edited in the kernel afterwards)"
+            if wrong or stream.corrupted:
+                why = _stream_message(stream.corrupted or wrong)
+                if request["op"] == "call":
+                    self.tampered.setdefault(request["function"], why)
+                return replace(outcome, status="tampered", message=why)
+            outcome = replace(outcome, events=tuple(streamed))
         cpu_after = self.session.cpu_seconds()
         cpu_s = ready_s = None
         if cpu_before is not None and cpu_after is not None:
@@ -535,6 +558,29 @@ def validated_answer(answer: Any) -> tuple[Answer | None, str]:
     if "events" in answer:
         typed["events"] = checked
     return typed, ""
+
+
+def _validated_events(events: list[dict[str, Any]]) -> tuple[list[Event], str]:
+    """Streamed records validated as the protocol's events (cut to the runtime's caps, as an answer's are), or what
+    about one the runtime cannot have written."""
+    checked: list[Event] = []
+    for number, event in enumerate(events[:MAX_EVENTS], 1):
+        kind = event.get("type")
+        adapter = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+        if adapter is None:
+            return [], f"streamed record {number}, of an unknown type ({repr(kind)[:40]})"
+        try:
+            checked.append(adapter.validate_python(bounded(event, MAX_IDS)))
+        except ValidationError as error:
+            return [], f"streamed record {number} (a {kind} event): {_first_error(error)}"
+    return checked, ""
+
+
+def _stream_message(why: str) -> str:
+    """Why a call's streamed records are not believed, as a sentence."""
+    if why.startswith("the records"):
+        return why
+    return f"the kernel's stream of records holds {why}, which the grader's runtime never writes: the runtime was tampered with"
 
 
 def _first_error(error: ValidationError) -> str:

@@ -100,6 +100,7 @@ def fingerprint() -> dict[str, str]:
     for name in ("_sleep", "_perf_counter", "_dumps", "_write", "_read", "_getpid"):
         entries[f"runtime.{name}"] = _digest(getattr(module, name, None))
     entries["pauses"] = f"{_channel(getattr(module, 'PAUSES', None))} in {getattr(module, 'PAUSES_PID', None)!r}"
+    entries["events"] = f"{_channel(getattr(module, 'EVENTS', None))} in {getattr(module, 'EVENTS_PID', None)!r}"
     for owner, attribute, *_ in list(getattr(module, "INSTRUMENTED", [])):
         where = f"{getattr(owner, '__module__', '')}.{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}"
         entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = _digest(vars(owner).get(attribute))

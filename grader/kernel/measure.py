@@ -1,9 +1,11 @@
 """What the grader measures of a kernel from outside while a call runs: its threads' CPU time, sampled
-(:class:`CpuSampler`), and the pacing pauses it serves and logs itself (:class:`PauseServer`)."""
+(:class:`CpuSampler`), the pacing pauses it serves and logs itself (:class:`PauseServer`), and the runtime's records
+as they are made (:class:`EventStream`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import threading
@@ -201,3 +203,112 @@ class PauseServer:
         for fd in self._wake or ():
             os.close(fd)
         self._wake = None
+
+
+class EventStream:
+    """Reads the events the kernel's runtime writes, one JSON line each, as it records them (``[scope, event]``,
+    scope ``"call"`` or ``"notebook"``), in a thread of the grader, for as long as the kernel lives.
+
+    A record leaves the kernel when it is made: what the notebook does to the runtime's records afterwards (through
+    ``sys.modules`` or a wrapper's ``__globals__``) changes nothing here, and the call's answer must carry the same
+    events (grader/kernel/harness.py). A line that is not one the runtime writes (not JSON, not a pair) marks the
+    stream as written by something else (:attr:`corrupted`).
+    """
+
+    MAX_EVENTS = 200_000  # kept per kernel; beyond, events are read and dropped (counted), so the kernel never blocks
+    MAX_LINE = 4 * 1024**2
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.entries: list[tuple[str, dict[str, object]]] = []
+        self.dropped = 0
+        self.corrupted = ""
+        self._pending = b""
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="kernel-event-stream", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self.fd, self._wake[0]], [], [])
+            except (OSError, ValueError):
+                return
+            if self._wake[0] in ready and self.fd not in ready:
+                return
+            self._read_available()
+
+    def _read_available(self) -> None:
+        """Read what the FIFO holds now, and keep each complete line (one reader at a time: the stream's thread, or
+        a caller flushing it, so that chunks are kept in the order they were written)."""
+        with self._lock:
+            while True:
+                try:
+                    chunk = os.read(self.fd, 1 << 20)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                *lines, self._pending = (self._pending + chunk).split(b"\n")
+                for line in lines:
+                    self._keep(line)
+                if len(self._pending) > self.MAX_LINE:
+                    self.corrupted = self.corrupted or "a line longer than the runtime ever writes"
+                    self._pending = b""
+
+    def _keep(self, line: bytes) -> None:
+        try:
+            entry = json.loads(line, parse_constant=_not_json)
+        except ValueError:
+            self.corrupted = self.corrupted or "a line that is not JSON"
+            return
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or entry[0] not in ("call", "notebook")
+            or not isinstance(entry[1], dict)
+        ):
+            self.corrupted = self.corrupted or "a line that is not an event the runtime writes"
+            return
+        if len(self.entries) >= self.MAX_EVENTS:
+            self.dropped += 1
+            return
+        self.entries.append((entry[0], entry[1]))
+
+    def mark(self) -> int:
+        """Where the stream is now: :meth:`since` gives what came after."""
+        self.flush()
+        with self._lock:
+            return len(self.entries)
+
+    def flush(self) -> None:
+        """Read whatever the kernel has written so far (it writes each event before it answers a request)."""
+        self._read_available()
+
+    def since(self, mark: int, scope: str = "call") -> list[dict[str, object]]:
+        """The events of ``scope`` streamed after ``mark`` (every event of a call is written before its answer)."""
+        self.flush()
+        with self._lock:
+            return [event for kind, event in self.entries[mark:] if kind == scope]
+
+    def all(self, scope: str) -> list[dict[str, object]]:
+        """Every event of ``scope`` streamed so far."""
+        return self.since(0, scope)
+
+    def close(self) -> None:
+        """Stop reading (the FIFO itself belongs to the session)."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake[1], b"\n")
+        self._thread.join(timeout=2)
+        for fd in self._wake:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _not_json(name: str) -> object:
+    raise ValueError(f"non-standard JSON constant {name}")

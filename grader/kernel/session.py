@@ -34,7 +34,7 @@ from grader.errors import KernelError
 from grader.kernel.cells import CellRunner
 from grader.kernel.channel import RequestChannel
 from grader.kernel.client import TIMEOUT_ENAME, BoundedNotebookClient, PromptKernelManager, ReadyKernelClient
-from grader.kernel.measure import CpuSampler
+from grader.kernel.measure import CpuSampler, EventStream
 from grader.kernel.sandbox import (
     ResourceWatch,
     SandboxPolicy,
@@ -133,6 +133,10 @@ class KernelSession:
         # opened before the kernel starts (None where FIFOs cannot be made: the runtime then sleeps its pacing).
         self.pause_paths: tuple[str, str] | None = None
         self._pause_fds: tuple[int, int] | None = None
+        # The FIFO the runtime writes each record to as it makes it (None where FIFOs cannot be made: the grader then
+        # reads the records from the answers), and the grader's reader of it.
+        self.events_path: str | None = None
+        self.events: EventStream | None = None
         self.cells = CellRunner(self)
         self.channel = RequestChannel(self)
 
@@ -157,7 +161,7 @@ class KernelSession:
         sockets = self._runtime_dir / "sockets"
         home.mkdir()
         sockets.mkdir()
-        pauses = self._make_pause_fifos()
+        pauses = self._make_pause_fifos() + self._make_event_fifo()
         connection_file = self._runtime_dir / "connection.json"
         argv = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         if self.preload:
@@ -246,6 +250,21 @@ class KernelSession:
             return ()
         self.pause_paths = (str(paths[0]), str(paths[1]))
         return paths
+
+    def _make_event_fifo(self) -> tuple[Path, ...]:
+        """The FIFO the runtime streams its records to, in the kernel's runtime folder, opened here (without blocking)
+        and read from now on; () where FIFOs cannot be made."""
+        if not hasattr(os, "mkfifo"):
+            return ()
+        path = self._runtime_dir / "events"
+        try:
+            os.mkfifo(path, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return ()
+        self.events = EventStream(fd)
+        self.events_path = str(path)
+        return (path,)
 
     def _sandboxed(
         self, argv: list[str], env: dict[str, str], sandbox: SandboxPolicy, owned: tuple[Path, ...], given: Path
@@ -341,6 +360,10 @@ class KernelSession:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._pause_fds = None
+            if self.events is not None:
+                self.events.close()
+                with contextlib.suppress(OSError):
+                    os.close(self.events.fd)
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
             if not self._loop.is_closed():
                 self._loop.close()

@@ -47,10 +47,17 @@ def _axis_label(figure: Any, ax: Any, axis: str) -> str:
             label = str(getattr(sibling, f"get_{axis}label")()).strip()
             if label:
                 return label
-    with contextlib.suppress(Exception):
-        figure_label = getattr(figure, f"_sup{axis}label", None)
-        if figure_label is not None:
-            return str(figure_label.get_text()).strip()
+    # The sub-figure the axes is drawn in, then each figure holding it, up to the figure itself.
+    holder = getattr(ax, "figure", None) or figure
+    for _ in range(8):
+        with contextlib.suppress(Exception):
+            text = getattr(holder, f"_sup{axis}label", None)
+            if text is not None and str(text.get_text()).strip():
+                return str(text.get_text()).strip()
+        parent = getattr(holder, "_parent", None)
+        if parent is None or parent is holder:
+            break
+        holder = parent
     return ""
 
 

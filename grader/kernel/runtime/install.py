@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _instrumented_tokenizer_call,
         _instrumenting_forward,
         _wraps,
+        open_events,
         open_pauses,
     )
 
@@ -149,6 +150,8 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     INSTALLED["publish"] = _publisher()  # before the notebook could replace it
     if settings.get("pauses"):
         open_pauses(*settings["pauses"])
+    if settings.get("events"):
+        open_events(settings["events"])
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):

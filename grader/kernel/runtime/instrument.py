@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         Event,
         ForwardEvent,
         GenerateEvent,
+        ModelSeen,
         Setting,
         SynchronizeEvent,
         TokenizeEvent,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         MAX_IDS,
         MAX_ROW_IDS,
         MAX_ROWS,
+        _dumps,
         _getpid,
         _perf_counter,
         _read,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _write,
     )
     from grader.kernel.runtime.install import _replace, _replaced_now
+    from grader.kernel.runtime.operations import _without_nan, seen_model
     from grader.kernel.runtime.values import _type_name, linear_layers
 
 
@@ -66,6 +69,7 @@ class Recorder:
         self.notebook: list[Event] = []
         self.notebook_dropped = 0
         self.call: list[Event] | None = None
+        self.call_models: dict[int, ModelSeen] = {}  # the models the current call ran, as they were when it ran them
         self.call_dropped = 0
         # Where each thread is (inside a generate, a forward pass, a tokenizer call): a generate run in a worker thread
         # (a thread pool, a streamer) is recorded like one on the main thread, and two threads do not nest.
@@ -128,15 +132,23 @@ class Recorder:
     def current_generate(self, event: GenerateEvent | None) -> None:
         self._state().current_generate = event
 
+    def remember(self, model: Any) -> None:
+        """Describe a model the current call runs, the first time it runs it (see ``seen_model``)."""
+        if self.call is not None and model_serial(model) not in self.call_models:
+            with contextlib.suppress(Exception):  # a model that cannot be described is named by its serial alone
+                self.call_models[model_serial(model)] = seen_model(model)
+
     def record(self, event: Event) -> None:
-        """Keep ``event`` in the active scope, up to :data:`MAX_EVENTS`."""
+        """Keep ``event`` (complete) in the active scope, up to :data:`MAX_EVENTS`, and stream it to the grader."""
         if self.call is not None:
             if len(self.call) < MAX_EVENTS:
                 self.call.append(event)
+                _stream("call", event)
             else:
                 self.call_dropped += 1
         elif len(self.notebook) < MAX_EVENTS:
             self.notebook.append(event)
+            _stream("notebook", event)
         else:
             self.notebook_dropped += 1
 
@@ -187,7 +199,7 @@ def quantization_label(model: Any) -> str | None:
     return label
 
 
-def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], *names: str) -> Any:
+def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], *names: str) -> Any:
     import torch
 
     for name in names:
@@ -254,6 +266,40 @@ def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
     return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
 
 
+# The FIFO each record is written to as it is made (``[scope, event]``, one JSON line), opened at install from the path
+# the grader gave; () without one. Only the kernel's own process writes (a process it forked has its own records).
+EVENTS: tuple[int, ...] = ()
+EVENTS_PID = 0
+EVENTS_LOCK = threading.Lock()  # one record's line at a time (a record may be longer than a pipe writes at once)
+
+
+def open_events(path: str) -> None:
+    """Open the event stream's FIFO at the path the grader gave (at install)."""
+    global EVENTS, EVENTS_PID
+    EVENTS = (os.open(path, os.O_WRONLY | os.O_CLOEXEC),)
+    EVENTS_PID = _getpid()
+
+
+def _stream(scope: str, event: Event) -> None:
+    """Write a record to the grader as it is made: editing it in the kernel afterwards changes nothing the grader holds."""
+    if not EVENTS or _getpid() != EVENTS_PID:
+        return
+    try:
+        line = _dumps([scope, event], allow_nan=False, default=_type_name)
+    except ValueError:
+        line = _dumps([scope, _without_nan(event)], allow_nan=False, default=_type_name)
+    data = (line + "\n").encode()
+    with EVENTS_LOCK:
+        while data:
+            try:
+                written = _write(EVENTS[0], data)
+            except InterruptedError:
+                continue
+            except OSError:
+                return  # the grader is gone: nothing to tell it
+            data = data[written:]
+
+
 # The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them. Only the
 # kernel's own process asks (a process it forked records into a copy of the recorder the grader never reads).
 PAUSES: tuple[int, ...] = ()
@@ -290,50 +336,57 @@ def _pause(event: GenerateEvent | TokenizeEvent) -> None:
             raise RuntimeError("the grader's pacing channel closed")
 
 
+def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: Any) -> GenerateEvent:
+    """The record of a generate call about to run (its times and output filled in as it runs): the grader's own
+    reference side records its generate calls with this too, so both are described alike."""
+    import torch
+
+    attention_mask = kwargs.get("attention_mask")
+    return {
+        "type": "generate",
+        "model_id": id(model),
+        "model_serial": model_serial(model),
+        "model_quantization": quantization_label(model),
+        "model_type": _type_name(model),
+        "model_device": str(getattr(model, "device", "unknown")),
+        "model_dtype": str(getattr(model, "dtype", "unknown")),
+        "model_training": bool(getattr(model, "training", False)),
+        "grad_enabled": torch.is_grad_enabled(),
+        "autocast": _autocast(str(getattr(model, "device", "cpu"))),
+        "thread": threading.get_native_id(),
+        "kwargs": {k: _brief(v) for k, v in kwargs.items() if k not in ("input_ids", "inputs")},
+        "positional_args": len(args),
+        "input_shape": list(inputs.shape) if inputs is not None else None,
+        "input_device": str(inputs.device) if inputs is not None else None,
+        "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
+        "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
+        "rows": _unpadded_rows(inputs, attention_mask),
+        "forward_calls": 0,
+        "max_new_tokens": _effective_setting(model, kwargs, "max_new_tokens"),
+        "use_cache": _effective_setting(model, kwargs, "use_cache"),
+        "new_tokens_limit": _new_tokens_limit(model, kwargs, inputs),
+        "instrumentation_replaced": _replaced_now()[:8],
+        "decoding_loops": 0,
+        "start": 0.0,
+        "end": 0.0,
+        "duration_s": 0.0,
+        "error": None,
+        "output_shape": None,
+        "output_ids": None,
+        "new_tokens": None,
+        "pause": None,
+        "paced_s": None,
+    }
+
+
 def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         if RECORDER.generate_depth:
             return original(self, *args, **kwargs)
-        import torch
-
-        inputs = _first_tensor(args, kwargs, "input_ids", "inputs")
-        attention_mask = kwargs.get("attention_mask")
-        event: GenerateEvent = {
-            "type": "generate",
-            "model_id": id(self),
-            "model_serial": model_serial(self),
-            "model_quantization": quantization_label(self),
-            "model_type": _type_name(self),
-            "model_device": str(getattr(self, "device", "unknown")),
-            "model_dtype": str(getattr(self, "dtype", "unknown")),
-            "model_training": bool(getattr(self, "training", False)),
-            "grad_enabled": torch.is_grad_enabled(),
-            "autocast": _autocast(str(getattr(self, "device", "cpu"))),
-            "thread": threading.get_native_id(),
-            "kwargs": {k: _brief(v) for k, v in kwargs.items() if k not in ("input_ids", "inputs")},
-            "positional_args": len(args),
-            "input_shape": list(inputs.shape) if inputs is not None else None,
-            "input_device": str(inputs.device) if inputs is not None else None,
-            "input_ids": inputs[0].tolist()[:MAX_IDS] if inputs is not None and inputs.dim() == 2 else None,
-            "padding_side": _padding_side(attention_mask) if isinstance(attention_mask, torch.Tensor) else None,
-            "rows": _unpadded_rows(inputs, attention_mask),
-            "forward_calls": 0,
-            "max_new_tokens": _effective_setting(self, kwargs, "max_new_tokens"),
-            "use_cache": _effective_setting(self, kwargs, "use_cache"),
-            "new_tokens_limit": _new_tokens_limit(self, kwargs, inputs),
-            "instrumentation_replaced": _replaced_now()[:8],
-            "decoding_loops": 0,
-            "start": 0.0,
-            "end": 0.0,
-            "duration_s": 0.0,
-            "error": None,
-            "output_shape": None,
-            "output_ids": None,
-            "new_tokens": None,
-            "pause": None,
-            "paced_s": None,
-        }
+        inputs = first_tensor(args, kwargs, "input_ids", "inputs")
+        event = new_generate_event(self, args, kwargs, inputs)
+        RECORDER.remember(self)
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
         RECORDER.current_generate = event
@@ -341,7 +394,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         try:
             output = original(self, *args, **kwargs)
             # Filled in before the event is recorded: a record is complete when it leaves the instrumentation.
-            _record_output(event, output, inputs, self, kwargs)
+            record_output(event, output, inputs, self, kwargs)
             # Paced once per prompt, model and device, and only once a generate really produced
             # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
             # leaves the pacing to the timed call, where a timer shows it.
@@ -369,7 +422,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     return generate
 
 
-def _record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kwargs: dict[str, Any]) -> None:
+def record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kwargs: dict[str, Any]) -> None:
     """What a generate call returned: its sequences' shape, the first row, each row's new tokens."""
     with contextlib.suppress(Exception):  # an output the grader cannot read is recorded as none
         sequences = _sequences(output)
@@ -557,11 +610,13 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             if not stack:
                 RECORDER.current_generate["forward_calls"] += 1
         else:
-            event = _forward_event(self, args, kwargs)
-            RECORDER.record(event)
+            event = forward_event(self, args, kwargs)
+            RECORDER.remember(self)
         stack.append(self)
         try:
             output = original(self, *args, **kwargs)
+            if event is not None:
+                event["output_requires_grad"] = output_requires_grad(output)
         except BaseException as error:
             if event is not None:
                 event["error"] = f"{type(error).__name__}: {error}"[:300]
@@ -569,9 +624,9 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             stack.pop()
             if event is not None:
+                # Recorded once complete (a record leaves the instrumentation as it is made).
                 event["end"] = RECORDER.now()
-        if event is not None:
-            event["output_requires_grad"] = _output_requires_grad(output)
+                RECORDER.record(event)
         return output
 
     forward.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
@@ -586,7 +641,7 @@ def _holds(parent: Any, child: Any) -> bool:
         return False
 
 
-def _output_requires_grad(output: Any) -> bool | None:
+def output_requires_grad(output: Any) -> bool | None:
     """Whether a forward's loss or logits (or its first tensor) carry an autograd graph."""
     import torch
 
@@ -617,10 +672,10 @@ def _row_tokens(inputs: Any, attention_mask: Any) -> list[int] | None:
     return [width] * min(rows, MAX_IDS)
 
 
-def _forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ForwardEvent:
+def forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ForwardEvent:
     import torch
 
-    inputs = _first_tensor(args, kwargs, "input_ids", "inputs_embeds")
+    inputs = first_tensor(args, kwargs, "input_ids", "inputs_embeds")
     labels = kwargs.get("labels")
     attention_mask = kwargs.get("attention_mask")
     return {

@@ -187,6 +187,7 @@ def op_call(request: CallRequest) -> Answer:
         pass  # builtins without a signature: just call them
     _reset_global_state()
     RECORDER.call = []
+    RECORDER.call_models = {}
     RECORDER.call_dropped = 0
     RECORDER.paced = request["paced"]
     RECORDER.pace_s = request["pace_s"]
@@ -221,10 +222,11 @@ def op_call(request: CallRequest) -> Answer:
             "stderr": captured.get("stderr", ""),
             "events": RECORDER.call,
             "events_dropped": RECORDER.call_dropped,
-            "models": _models_seen(RECORDER.call, _model_arguments(function, args, kwargs)),
+            "models": models_seen(RECORDER.call_models, model_arguments(args, kwargs)),
         }
     )
     RECORDER.call = None
+    RECORDER.call_models = {}
     RECORDER.paced = False
     RECORDER.pace_s = 0.0
     return result
@@ -252,12 +254,12 @@ def _is_model(value: Any) -> bool:
     return _is_pretrained_model(value) or _is_ort_model(value)
 
 
-def _model_arguments(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> dict[int, str]:
-    """The models a call was given, by serial: each named by its parameter (``model``, or ``models['int8']`` for
-    one inside a dict or list argument)."""
-    named: dict[str, Any] = {f"argument {index + 1}": value for index, value in enumerate(args)} | dict(kwargs)
-    with contextlib.suppress(TypeError, ValueError):
-        named = dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+def model_arguments(args: list[Any], kwargs: dict[str, Any]) -> dict[int, str]:
+    """The models a call was given, by serial: each named by where it was passed (``argument 1``, ``keyword model``,
+    ``argument 1['int8']`` for one inside a dict or list), which the grader's reference side names alike whatever
+    the function calls its parameters."""
+    named: dict[str, Any] = {f"argument {index + 1}": value for index, value in enumerate(args)}
+    named |= {f"keyword {name}": value for name, value in kwargs.items()}
     found: dict[int, str] = {}
     for name, value in named.items():
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
@@ -267,30 +269,30 @@ def _model_arguments(function: Callable[..., Any], args: list[Any], kwargs: dict
     return found
 
 
-def _models_seen(events: list[Any] | None, arguments: dict[int, str]) -> list[ModelSeen]:
-    """Every model the call was given or ran (by the serials its events name): what it is, and which argument."""
-    serials = set(arguments)
-    for event in events or ():
-        serial = event.get("model_serial") if isinstance(event, dict) else None
-        if isinstance(serial, int):
-            serials.add(serial)
-    seen: list[ModelSeen] = []
+def seen_model(model: Any) -> ModelSeen:
+    """What a model a call ran is: its serial, class, dtype, device, quantization and weights (its fingerprint)."""
+    entry: ModelSeen = {
+        "serial": model_serial(model),
+        "argument": None,
+        "type": _type_name(model),
+        "dtype": str(getattr(model, "dtype", "unknown")),
+        "device": str(getattr(model, "device", "unknown")),
+        "quantization": quantization_label(model),
+        "fingerprint": None,
+    }
+    with contextlib.suppress(Exception):
+        entry["fingerprint"] = model_fingerprint(model) if _is_pretrained_model(model) else None
+    return entry
+
+
+def models_seen(ran: dict[int, ModelSeen], arguments: dict[int, str]) -> list[ModelSeen]:
+    """Every model the call ran (described as it ran: a model loaded and dropped inside the call is gone by its end)
+    or was given, with the argument that held it."""
+    seen = dict(ran)
     for model, serial in list(MODEL_SERIALS.items()):
-        if serial not in serials:
-            continue
-        entry: ModelSeen = {
-            "serial": serial,
-            "argument": arguments.get(serial),
-            "type": _type_name(model),
-            "dtype": str(getattr(model, "dtype", "unknown")),
-            "device": str(getattr(model, "device", "unknown")),
-            "quantization": quantization_label(model),
-            "fingerprint": None,
-        }
-        with contextlib.suppress(Exception):
-            entry["fingerprint"] = model_fingerprint(model) if _is_pretrained_model(model) else None
-        seen.append(entry)
-    return seen
+        if serial in arguments and serial not in seen:
+            seen[serial] = seen_model(model)
+    return [{**entry, "argument": arguments.get(serial)} for serial, entry in sorted(seen.items())]
 
 
 def _signature(function: Callable[..., Any]) -> inspect.Signature | None:

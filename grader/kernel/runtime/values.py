@@ -462,12 +462,14 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
         event["start"] = RECORDER.now()
         try:
             outputs = original(self, *args, **kwargs)
-        finally:
             event["end"] = RECORDER.now()
+            if isinstance(feed, dict):
+                with contextlib.suppress(Exception):  # what a run's inputs and outputs say is evidence, not a requirement
+                    event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None))
+        finally:
+            if not event["end"]:
+                event["end"] = RECORDER.now()
             RECORDER.record(event)
-        if isinstance(feed, dict):
-            with contextlib.suppress(Exception):  # what a run's inputs and outputs say is evidence, not a requirement
-                event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None))
         return outputs
 
     return run

@@ -1,0 +1,410 @@
+"""What a graded call did, compared with what the reference implementation does on the same inputs.
+
+A student's call and the reference's (run by the grader, grader/grading/tracing.py) are both recorded as generate
+calls and forward passes with the models they ran. :class:`Behaviour` reads either record the same way: each
+generate call as a :class:`Generation` (which model ran it, which token ids went in, the effective limit of new
+tokens, the cache, the padding, the dtype and device) and each forward pass as a :class:`Pass`.
+
+They are compared as multisets: order, threads, repetitions (a best-of-three timer, a warm-up) and helper calls are
+free. What the reference does must be there (:func:`unmatched_generations`, :func:`judge_passes`), and nothing it
+would never do (another model, gradients on) may be (:func:`stray_generations`). A function that ignores one of its
+arguments then does what the reference does for another argument, and is caught whatever the argument, without a
+check written for that argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.checks.timing import contains_run, event_rows, max_matching
+from grader.kernel.protocol import ForwardEvent, GenerateEvent, ModelSeen
+
+# How a model that is none of the call's arguments is named: the hub id its weights are (an "own" model, one the
+# function loaded itself, as the reference does where it is given ids), or none.
+ANOTHER = "another model"
+
+
+def model_labels(models: Iterable[ModelSeen], identify: Callable[[Mapping[str, Any] | None], str | None]) -> dict[int, str]:
+    """Each model's label, by serial: where it was passed (``argument 1``), else ``own <hub id>`` for a model whose
+    weights are a hub id's, else :data:`ANOTHER`. ``identify`` names the hub id a fingerprint is (or None)."""
+    labels = {}
+    for seen in models:
+        if seen["argument"]:
+            labels[seen["serial"]] = str(seen["argument"])
+        else:
+            hub_id = identify(seen["fingerprint"])
+            labels[seen["serial"]] = f"own {hub_id}" if hub_id else ANOTHER
+    return labels
+
+
+def label_text(label: str) -> str:
+    """How a model label reads in feedback."""
+    if label.startswith("argument ") or label.startswith("keyword "):
+        return f"the model passed as {label}"
+    if label.startswith("own "):
+        return f"a {label.removeprefix('own ')} model it loaded"
+    return "a model that is none of its arguments"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generate call, as judges compare them."""
+
+    model: str  # see model_labels
+    serial: int
+    rows: tuple[tuple[int, ...], ...] | None  # each row's ids without padding (None: not readable)
+    width: int  # the batch's width, padding included
+    limit: int | None  # the effective limit of new tokens (max_new_tokens, else max_length less the prompt)
+    use_cache: bool | None
+    padding: str | None  # the side padded ("left", "right"), None where no row is padded
+    dtype: str  # what the model computed in: autocast's dtype where it was on, else the model's
+    device: str
+    input_device: str | None
+    new_tokens: tuple[int, ...] | None  # each row's new tokens, up to its end-of-text
+    error: str | None
+    event: GenerateEvent = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, event: GenerateEvent, labels: Mapping[int, str]) -> Generation:
+        """A recorded generate call, its model named by ``labels``."""
+        rows = event_rows(event)
+        limit = event["new_tokens_limit"]
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            limit = event["max_new_tokens"] if isinstance(event["max_new_tokens"], int) else None
+        use_cache = event["use_cache"]
+        counts = event["new_tokens"]
+        shape = event["input_shape"] or []
+        return cls(
+            model=labels.get(event["model_serial"], ANOTHER),
+            serial=event["model_serial"],
+            rows=tuple(tuple(row) for row in rows) if rows is not None else None,
+            width=int(shape[-1]) if shape and isinstance(shape[-1], int) else 0,
+            limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+            use_cache=use_cache if isinstance(use_cache, bool) else (True if use_cache is None else None),
+            padding=event["padding_side"],
+            dtype=str(event["autocast"] or event["model_dtype"]),
+            device=str(event["model_device"]).split(":")[0],
+            input_device=str(event["input_device"]).split(":")[0] if event["input_device"] else None,
+            new_tokens=tuple(int(count) for count in counts) if isinstance(counts, list) else None,
+            error=event["error"],
+            event=event,
+        )
+
+    @property
+    def produced(self) -> bool:
+        """Whether it returned and generated at least one token."""
+        return self.error is None and bool(self.new_tokens) and any(count > 0 for count in self.new_tokens or ())
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass outside generate, as judges compare them."""
+
+    model: str
+    rows: tuple[tuple[int, ...], ...] | None
+    size: int  # rows in the batch
+    width: int
+    grad: bool  # gradients were on (sampled inside forward), or its loss or logits carry a graph
+    training: bool
+    device: str
+    input_device: str | None
+    error: str | None
+    event: ForwardEvent = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, event: ForwardEvent, labels: Mapping[int, str]) -> Pass:
+        """A recorded forward pass, its model named by ``labels``."""
+        rows = event["rows"]
+        shape = event["input_shape"] or []
+        return cls(
+            model=labels.get(event["model_serial"], ANOTHER),
+            rows=tuple(tuple(row) for row in rows) if isinstance(rows, list) else None,
+            size=int(shape[0]) if shape and isinstance(shape[0], int) else 0,
+            width=int(shape[1]) if len(shape) > 1 and isinstance(shape[1], int) else 0,
+            grad=event["grad_enabled"] is not False or event["output_requires_grad"] is True,
+            training=event["model_training"] is not False,
+            device=str(event["model_device"]).split(":")[0],
+            input_device=str(event["input_device"]).split(":")[0] if event["input_device"] else None,
+            error=event["error"],
+            event=event,
+        )
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What one call did: its generate calls and forward passes, in order."""
+
+    generations: tuple[Generation, ...]
+    passes: tuple[Pass, ...]
+
+    @classmethod
+    def of(
+        cls,
+        events: Iterable[Any],
+        models: Iterable[ModelSeen],
+        identify: Callable[[Mapping[str, Any] | None], str | None],
+    ) -> Behaviour:
+        """A call's record (a kernel's answer, or the reference's trace), its models named as :func:`model_labels` says."""
+        labels = model_labels(models, identify)
+        generations = tuple(Generation.of(event, labels) for event in events if event["type"] == "generate")
+        passes = tuple(Pass.of(event, labels) for event in events if event["type"] == "forward" and not event["nested"])
+        return cls(generations, passes)
+
+    def required(self) -> list[Generation]:
+        """The generate calls that count (the reference's): each but those run again at once on the same model and
+        prompt (a warm-up before its timed call)."""
+        kept = []
+        calls = self.generations
+        for index, call in enumerate(calls):
+            following = calls[index + 1] if index + 1 < len(calls) else None
+            if following is not None and following.serial == call.serial and following.rows == call.rows:
+                continue
+            kept.append(call)
+        return kept
+
+
+# The aspects of a generate call compared, with how each reads in feedback.
+ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "dtype", "device", "inputs")
+
+
+def _rows_fit(found: Sequence[Sequence[int]] | None, wanted: Sequence[Sequence[int]] | None, fits: RowFit) -> bool:
+    """Whether a call's rows are the wanted ones, one each, in any order (see :class:`RowFit`)."""
+    if found is None or wanted is None:
+        return found is None and wanted is None
+    if len(found) != len(wanted):
+        return False
+    options = [[index for index, row in enumerate(wanted) if fits(list(candidate), list(row))] for candidate in found]
+    return max_matching(options) == len(found)
+
+
+RowFit = Callable[[list[int], list[int]], bool]
+
+
+def exact_row(found: list[int], wanted: list[int]) -> bool:
+    """The same ids."""
+    return found == wanted
+
+
+def carrying(reference_tokenizer: Any) -> RowFit:
+    """A row fits wanted ids when it holds them as one run (special tokens, a template or padding around them
+    allowed), or when its text holds theirs (a template may tokenize the edges differently)."""
+
+    def fits(found: list[int], wanted: list[int]) -> bool:
+        if found == wanted or contains_run(found, wanted):
+            return True
+        text = str(reference_tokenizer.decode(wanted, skip_special_tokens=True)).strip()
+        return bool(text) and text in str(reference_tokenizer.decode(found, skip_special_tokens=True))
+
+    return fits
+
+
+def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Sequence[str] = ASPECTS) -> list[str]:
+    """The aspects in which a generate call differs from the wanted one."""
+    differ = []
+    for aspect in aspects:
+        if aspect == "model" and found.model != wanted.model:
+            differ.append("model")
+        elif aspect == "rows" and not _rows_fit(found.rows, wanted.rows, fits):
+            differ.append("rows")
+        elif aspect == "limit" and found.limit != wanted.limit:
+            differ.append("limit")
+        elif aspect == "use_cache" and found.use_cache != wanted.use_cache:
+            differ.append("use_cache")
+        elif aspect == "padding" and wanted.padding is not None and found.padding != wanted.padding:
+            differ.append("padding")
+        elif aspect == "dtype" and found.dtype != wanted.dtype:
+            differ.append("dtype")
+        elif aspect == "device" and found.device != wanted.device:
+            differ.append("device")
+        elif aspect == "inputs" and found.input_device is not None and found.input_device != found.device:
+            differ.append("inputs")
+    return differ
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A generate call the reference makes that the student's call does not: the closest one it made instead (None
+    when it made none) and how that one differs."""
+
+    wanted: Generation
+    closest: Generation | None
+    differ: tuple[str, ...]
+
+
+def matching(found: Sequence[Generation], wanted: Generation, fits: RowFit, aspects: Sequence[str] = ASPECTS) -> list[Generation]:
+    """The student's generate calls that do what ``wanted`` does (and returned)."""
+    return [call for call in found if call.error is None and not differences(call, wanted, fits, aspects)]
+
+
+def unmatched_generations(
+    student: Behaviour, reference: Behaviour, fits: RowFit, aspects: Sequence[str] = ASPECTS
+) -> list[Unmatched]:
+    """The reference's generate calls (:meth:`Behaviour.required`) that the student's call does not make, as a
+    multiset (two the reference makes need two). Each with the closest call the student made instead."""
+    wanted = reference.required()
+    found = [call for call in student.generations if call.error is None]
+    options = [[index for index, call in enumerate(found) if not differences(call, need, fits, aspects)] for need in wanted]
+    owner: dict[int, int] = {}
+
+    def assign(need: int, seen: set[int]) -> bool:
+        for index in options[need]:
+            if index not in seen:
+                seen.add(index)
+                if index not in owner or assign(owner[index], seen):
+                    owner[index] = need
+                    return True
+        return False
+
+    for need in range(len(wanted)):
+        assign(need, set())
+    matched = set(owner.values())
+    missing = []
+    for need, call in enumerate(wanted):
+        if need in matched:
+            continue
+        scored = sorted(
+            ((differences(candidate, call, fits, aspects), candidate) for candidate in found),
+            key=lambda pair: len(pair[0]),
+        )
+        closest = scored[0] if scored else None
+        missing.append(Unmatched(call, closest[1] if closest else None, tuple(closest[0]) if closest else ()))
+    return missing
+
+
+def stray_generations(student: Behaviour, reference: Behaviour) -> list[Generation]:
+    """The student's generate calls on a model the reference never runs (another model than those it was given)."""
+    allowed = {call.model for call in reference.generations} | {call.model for call in reference.passes}
+    return [call for call in student.generations if call.model not in allowed]
+
+
+def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str] | None = None, show_rows: bool = True) -> str:
+    """A generate call in words: its model, rows, limit, cache, padding and dtype."""
+    parts = [label_text(call.model)]
+    if show_rows and call.rows is not None:
+        if decode is not None and len(call.rows) == 1:
+            text = decode(call.rows[0])
+            parts.append(f"the prompt {text[:60]!r}{'...' if len(text) > 60 else ''} ({len(call.rows[0])} tokens)")
+        else:
+            parts.append(f"{len(call.rows)} row(s) of {', '.join(str(len(row)) for row in call.rows[:8])} tokens")
+    parts.append(f"a limit of {call.limit} new tokens" if call.limit is not None else "no readable limit of new tokens")
+    parts.append(f"use_cache={call.use_cache}")
+    if call.padding:
+        parts.append(f"{call.padding} padding")
+    parts.append(call.dtype.removeprefix("torch."))
+    return ", ".join(parts)
+
+
+DIFFERENCE_TEXT = {
+    "model": "another model",
+    "rows": "other token ids",
+    "limit": "another limit of new tokens",
+    "use_cache": "another use_cache",
+    "padding": "another padding side",
+    "dtype": "another dtype",
+    "device": "another device",
+    "inputs": "inputs on another device than the model",
+}
+
+
+def unmatched_sentence(missing: Unmatched, decode: Callable[[Sequence[int]], str] | None = None, hidden: bool = False) -> str:
+    """One sentence: what the reference generates, and what the student's closest call did instead."""
+    wanted = describe_generation(missing.wanted, decode, show_rows=not hidden)
+    if missing.closest is None:
+        return f"The reference makes a generate call on {wanted}; your function made none that returned."
+    found = describe_generation(missing.closest, decode, show_rows=not hidden)
+    differ = ", ".join(DIFFERENCE_TEXT[aspect] for aspect in missing.differ)
+    return f"The reference makes a generate call on {wanted}; your function's closest one ran {found} ({differ})."
+
+
+# ---------------------------------------------------------------------------------------------- forward passes
+
+
+@dataclass(frozen=True)
+class PassJudgement:
+    """What is wrong with a call's forward passes against the reference's, in sentences (empty: nothing)."""
+
+    problems: tuple[str, ...]
+    found: str
+
+
+def judge_passes(
+    student: Behaviour, reference: Behaviour, batch_size: int | None, fits: RowFit, aspects: Sequence[str]
+) -> PassJudgement:
+    """The student's forward passes against the reference's, as multisets of batches.
+
+    ``aspects``: ``"model"`` (every pass on a model the reference runs), ``"grad"`` (no pass with gradients on where
+    the reference has none), ``"training"`` (eval mode), ``"inputs"`` (inputs on the model's device), ``"batches"``
+    (every text the reference runs covered, in as many distinct batches as the reference makes, each at most
+    ``batch_size`` texts and as wide as its longest: any order or grouping, repetitions free).
+    """
+    problems: list[str] = []
+    passes = [call for call in student.passes if call.error is None]
+    wanted = list(reference.passes)
+    found = f"{len(passes)} forward pass(es) of {[call.size for call in passes]} texts"
+    if not passes:
+        return PassJudgement(("it ran no forward pass of a model",), "no forward pass")
+    if "model" in aspects:
+        allowed = {call.model for call in wanted}
+        others = sorted({call.model for call in passes if call.model not in allowed})
+        if others:
+            problems.append(
+                f"{sum(1 for call in passes if call.model in others)} of its {len(passes)} forward passes ran "
+                f"{' and '.join(label_text(label) for label in others)}, not {' or '.join(label_text(label) for label in sorted(allowed))}"
+            )
+    if "grad" in aspects and not any(call.grad for call in wanted):
+        with_grad = sum(1 for call in passes if call.grad)
+        if with_grad:
+            problems.append(
+                f"{with_grad} of {len(passes)} forward passes ran with gradients on: wrap the loop in torch.no_grad() "
+                "or torch.inference_mode()"
+            )
+    if "training" in aspects:
+        training = sum(1 for call in passes if call.training)
+        if training:
+            problems.append(f"{training} forward passes ran in training mode: keep the model in eval mode")
+    if "inputs" in aspects:
+        elsewhere = [call for call in passes if call.input_device is not None and call.input_device != call.device]
+        if elsewhere:
+            problems.append(
+                f"inputs were on {elsewhere[0].input_device} but the model on {elsewhere[0].device}: move the batch with "
+                ".to(model.device)"
+            )
+    if "batches" in aspects:
+        problem = _batching(passes, wanted, batch_size, fits)
+        if problem:
+            problems.append(problem)
+    return PassJudgement(tuple(problems), found)
+
+
+def _batching(passes: Sequence[Pass], wanted: Sequence[Pass], batch_size: int | None, fits: RowFit) -> str:
+    """What is wrong with how the passes batch the reference's texts ("" when nothing)."""
+    texts = [row for call in wanted for row in (call.rows or ())]
+    batches: list[tuple[tuple[int, ...], ...]] = []
+    for call in passes:
+        if call.rows is None:
+            return "a forward pass's token ids could not be read: pass input_ids (and an attention_mask) to the model"
+        if call.rows not in batches:
+            batches.append(call.rows)
+    # Each text of the reference covered by exactly one distinct batch's row (a decoy pass covering nothing aside).
+    owners: list[list[int]] = [
+        [number for number, batch in enumerate(batches) for row in batch if fits(list(row), list(text))] for text in texts
+    ]
+    uncovered = sum(1 for owner in owners if not owner)
+    if uncovered:
+        return f"{uncovered} of the {len(texts)} texts were never run whole through the model (every token of every text)"
+    used = sorted({owner[0] for owner in owners})
+    twice = sum(1 for owner in owners if len(set(owner)) > 1)
+    if twice:
+        return f"{twice} of the {len(texts)} texts were run in more than one batch: run each text once"
+    sizes = [len(batches[number]) for number in used]
+    if batch_size is not None and any(size > batch_size for size in sizes):
+        return f"it ran batches of {sizes} texts with batch_size={batch_size}: at most batch_size texts per forward pass"
+    if len(used) != len(wanted):
+        how = "one text at a time" if all(size == 1 for size in sizes) else f"in {len(used)} batches of {sizes} texts"
+        return (
+            f"it ran the {len(texts)} texts {how}, where batches of batch_size={batch_size} make {len(wanted)} forward "
+            "passes: tokenize each batch of texts together with padding and run the model once per batch"
+        )
+    return ""
