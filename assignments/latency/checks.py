@@ -530,8 +530,9 @@ def sweep_calls(context: CheckContext, params: SweepParams) -> list[Sweep]:
     return sweeps
 
 
-def sweep_frame(context: CheckContext, params: SweepParams, sweep: Sweep) -> Frame:
-    """The frame a sweep returned, or stop with why it is not one row per length with the required columns."""
+def sweep_frame(context: CheckContext, params: SweepParams, sweep: Sweep, one_row_per_length: bool = True) -> Frame:
+    """The frame a sweep returned, or stop with why it is not one row per length (where asked) with the required
+    columns."""
     misuse = cuda_misuse(sweep.outcome, params.function, context.on_cuda)
     if misuse is not None:
         raise StopCheck(misuse)
@@ -545,7 +546,7 @@ def sweep_frame(context: CheckContext, params: SweepParams, sweep: Sweep) -> Fra
                 found=", ".join(map(str, frame.columns)),
             )
         )
-    if frame.length != len(sweep.lengths):
+    if one_row_per_length and frame.length != len(sweep.lengths):
         raise StopCheck(
             Verdict.failed(
                 f"The sweep over {len(sweep.lengths)} lengths {sweep.lengths} returned {frame.length} rows: one row per length.",
@@ -556,33 +557,34 @@ def sweep_frame(context: CheckContext, params: SweepParams, sweep: Sweep) -> Fra
     return frame
 
 
-def sweep_prompts(context: CheckContext, params: SweepParams, sweep: Sweep) -> list[set[tuple[int, ...]]]:
+def sweep_prompts(context: CheckContext, params: SweepParams, sweep: Sweep, own: bool = True) -> list[set[tuple[int, ...]]]:
     """For each target length, the prompts (as the model's token ids) a correct sweep may measure: the reference's
-    (its prompt builder on the base text), and the notebook's own build_prompt's where it returns a prompt."""
+    (its prompt builder on the base text), and (``own``) the notebook's own build_prompt's where it returns a prompt:
+    a prompt built otherwise is build_prompt's to answer for, in its own check."""
     reference = [call.rows[0] for call in sweep.graded.reference().required() if call.rows]
     reference_tokenizer = context.models.tokenizer(sweep.hub_id)
-    objects = handed(context, sweep.hub_id)
     prompts: list[set[tuple[int, ...]]] = []
     for index, length in enumerate(sweep.lengths):
         options = {reference[index]} if index < len(reference) else set()
-        arguments = (objects.tokenizer.recipe, literal(sweep.base), literal(length))
-        outcome = context.once(
-            f"sweep-prompt:{params.prompt_function}:{sweep.hub_id}:{sweep.base}:{length}",
-            functools.partial(context.call, params.prompt_function, *arguments),
-        )
-        if outcome.ok and isinstance(outcome.value, str):
-            options.add(tuple(reference_tokenizer(outcome.value)["input_ids"]))
+        if own:
+            objects = handed(context, sweep.hub_id)
+            arguments = (objects.tokenizer.recipe, literal(sweep.base), literal(length))
+            outcome = context.once(
+                f"sweep-prompt:{params.prompt_function}:{sweep.hub_id}:{sweep.base}:{length}",
+                functools.partial(context.call, params.prompt_function, *arguments),
+            )
+            if outcome.ok and isinstance(outcome.value, str):
+                options.add(tuple(reference_tokenizer(outcome.value)["input_ids"]))
         prompts.append(options)
     return prompts
 
 
-def sweep_fits(context: CheckContext, params: SweepParams, sweep: Sweep) -> RowFit:
-    """A generate row fits the reference's prompt for a length when it is that prompt, or the prompt the notebook's own
-    build_prompt gives for that length (a prompt built otherwise is build_prompt's to answer for); a special token
-    at either end allowed."""
+def sweep_fits(context: CheckContext, params: SweepParams, sweep: Sweep, own: bool = True) -> RowFit:
+    """A generate row fits the reference's prompt for a length when it is that prompt, or (``own``) the prompt the
+    notebook's own build_prompt gives for that length; a special token at either end allowed."""
     alternatives: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
     reference = [call.rows[0] for call in sweep.graded.reference().required() if call.rows]
-    for wanted, options in zip(reference, sweep_prompts(context, params, sweep), strict=False):
+    for wanted, options in zip(reference, sweep_prompts(context, params, sweep, own), strict=False):
         alternatives.setdefault(wanted, set()).update(options)
 
     def fits(found: list[int], wanted: list[int]) -> bool:
@@ -699,7 +701,10 @@ def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
     measurement's metrics."""
     for sweep in sweep_calls(context, params):
         frame = sweep_frame(context, params, sweep)
-        problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep))
+        # The reference's prompts first; the notebook's own build_prompt is asked only where they do not explain a row.
+        problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep, own=False))
+        if problems:
+            problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep))
         if problems:
             return Verdict.failed(
                 f"In {sweep.call}, {'; '.join(problems[:3])}"
@@ -719,7 +724,10 @@ def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
 def sweep_plots(context: CheckContext, params: SweepParams) -> Verdict:
     """sweep_prompt_lengths draws latency and tokens/s against prompt length, each axis labelled with what it shows."""
     for sweep in sweep_calls(context, params):
-        verdict = _judge_plots(params, sweep_frame(context, params, sweep), sweep.lengths, sweep.outcome)
+        # The plots are judged against the frame the sweep returned, whatever its rows (those are sweep-rows' to judge).
+        verdict = _judge_plots(
+            params, sweep_frame(context, params, sweep, one_row_per_length=False), sweep.lengths, sweep.outcome
+        )
         if verdict.outcome != "passed":
             return verdict
     return Verdict.passed("The sweep plots latency and tokens/s against prompt length, with axes labelled with what they show.")

@@ -9,6 +9,8 @@ calls the notebook's experiment loop made.
 from __future__ import annotations
 
 import math
+import re
+import statistics
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,16 +28,17 @@ from grader.checks.base import (
     failed_call,
     number,
 )
+from grader.checks.behaviour import carrying
+from grader.checks.calls import Argument, grader_model, grader_tokenizer
+from grader.checks.identity import fingerprint_difference, other_model, reference_fingerprint
+from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
-from grader.checks.timing import (
-    call_timed,
-    judge_generate_inputs,
-    prompt_width,
-)
+from grader.checks.timed import Timed, judge_timed_settings, timed_call
+from grader.checks.timing import LatencyTolerance, prompt_width
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
-from grader.kernel.values import ConfigValue, DType, Frame, Model, Tensor, is_number, kind_of
+from grader.kernel.values import ConfigValue, DType, Frame, Model, Tensor, decode, is_number, kind_of
 
 Quantization = Literal["none", "int8", "nf4", "fp4"]
 MB = 1024**2
@@ -62,6 +65,9 @@ class MemoryParams(TargetParams):
     )
     dtypes: list[Dtype] = Field(
         default_factory=list, description="If given, the dtype is drawn from these at grading time (instead of dtype)."
+    )
+    count: int = Field(
+        1, ge=1, description="How many models are measured (each another hub ID where ``models`` has several): all must be right."
     )
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
@@ -95,9 +101,28 @@ def footprint_mistakes(reference_model: Any) -> dict[str, tuple[float, str]]:
 
 @check_kind("memory_footprint", MemoryParams)
 def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
-    """The student's memory footprint equals the reference's on the same model (hidden: one the notebook never loaded)."""
-    hub_id = context.rng.choice(params.models) if params.models else params.model
-    dtype = context.rng.choice(params.dtypes) if params.dtypes else params.dtype
+    """The student's memory footprint equals the reference's on the same models (hidden: ones the notebook never
+    loaded, in dtypes drawn at grading time), every one of them."""
+    hub_ids = context.rng.sample(params.models, min(params.count, len(params.models))) if params.models else [params.model]
+    hub_ids += [context.rng.choice(params.models or [params.model]) for _ in range(params.count - len(hub_ids))]
+    verdicts = []
+    # Distinct dtypes where there are enough (one model in float32, another in bfloat16): each kind of tensor counts.
+    dtypes = context.rng.sample(params.dtypes, len(hub_ids)) if len(params.dtypes) >= len(hub_ids) else None
+    for index, hub_id in enumerate(hub_ids):
+        dtype = dtypes[index] if dtypes else context.rng.choice(params.dtypes) if params.dtypes else params.dtype
+        verdict = _judge_footprint(context, params, hub_id, dtype)
+        if verdict.outcome != "passed":
+            return verdict
+        verdicts.append(verdict)
+    if len(verdicts) == 1:
+        return verdicts[0]
+    return Verdict.passed(
+        " ".join(verdict.message for verdict in verdicts), data={"models": [dict(verdict.data) for verdict in verdicts]}
+    )
+
+
+def _judge_footprint(context: CheckContext, params: MemoryParams, hub_id: str, dtype: str) -> Verdict:
+    """The student's footprint of one model against the reference's, naming the classic mistake it matches."""
     spec = model_spec(hub_id, params.quantization, dtype=dtype)
     outcome = context.call(params.function, model(spec))
     value = context.returned(outcome, params.function)
@@ -144,11 +169,14 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
 
 
 class GenerateParams(TargetParams):
-    """How the student's generate-and-time function is called."""
+    """How the student's generate-and-time function is called: two calls, every argument of the second different."""
 
     model: str = Field("gpt2", description="Hub ID of the model.")
     prompt: str = Field("The capital of France is", description="The prompt passed.")
     max_new_tokens: int = Field(20, ge=1, description="max_new_tokens passed.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call.")
+    other_prompt: str = Field("Once upon a time,", description="The prompt of the second call.")
+    other_max_new_tokens: int = Field(12, ge=1, description="max_new_tokens of the second call.")
 
 
 def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
@@ -163,6 +191,37 @@ def _text_and_latency(value: Any, function: str) -> tuple[Any, Any]:
             )
         )
     return first, second
+
+
+def generate_call(
+    context: CheckContext,
+    function: str,
+    hub_id: str,
+    prompt: str,
+    max_new_tokens: int,
+    pace_s: float,
+    tolerance: LatencyTolerance,
+) -> Timed:
+    """``function(model, tokenizer, prompt, max_new_tokens)`` on the grader's ``hub_id`` model (a timed call, shared by
+    the checks that ask for the same one)."""
+    call = f"{function}({hub_id} model, tokenizer, {prompt!r}, {max_new_tokens})"
+    arguments = [
+        grader_model(context, model_spec(hub_id)),
+        grader_tokenizer(context, hub_id),
+        Argument.value(prompt),
+        Argument.value(max_new_tokens),
+    ]
+    paced = tolerance.model_copy(update={"pace_s": pace_s})
+    return timed_call(
+        context,
+        paced,
+        function,
+        arguments,
+        hub_id,
+        call,
+        lambda value: _text_and_latency(value, function)[1],
+        memo=f"{call}:{pace_s}",
+    )
 
 
 def decoded_variants(context: CheckContext, hub_id: str, event: GenerateEvent) -> dict[str, str]:
@@ -181,20 +240,59 @@ def decoded_variants(context: CheckContext, hub_id: str, event: GenerateEvent) -
 
 @check_kind("generate_output", GenerateParams)
 def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
-    """Returns (text, latency) in that order; the text is the decoded output of its generate call."""
-    outcome, value = call_timed(context, params.function, params.model, params.prompt, params.max_new_tokens)
-    text, latency = _text_and_latency(value, params.function)
-    events = outcome.generate_events()
-    if not events:
+    """Returns (text, latency) in that order; its generate does what the reference's does (the model, prompt and
+    max_new_tokens it is given), and the text is the decoded output of that generate call."""
+    calls = [
+        (params.model, params.prompt, params.max_new_tokens),
+        (params.other_model, params.other_prompt, params.other_max_new_tokens),
+    ]
+    for hub_id, prompt, max_new_tokens in calls:
+        timed = generate_call(context, params.function, hub_id, prompt, max_new_tokens, 0.0, LatencyTolerance())
+        verdict = _judge_output(context, params, timed, hub_id, prompt)
+        if verdict is not None:
+            return verdict
+    wrong = own_calls_problem(context, params.function, params.model)
+    if wrong:
         return Verdict.failed(
-            f"{params.function} never called model.generate, so there is no generated text.",
-            expected="one model.generate call",
-            found="no generate call",
+            f"{params.function} does what it is asked when the grader calls it, but not when your notebook does: {wrong}. "
+            "Pass the prompt and max_new_tokens you are given to model.generate, whoever calls the function.",
+            expected="every call's generate on its prompt, with its max_new_tokens",
+            found=wrong,
         )
-    reference_tokenizer = context.models.tokenizer(params.model)
-    wrong_inputs = judge_generate_inputs(reference_tokenizer, events[-1], [params.prompt], params.max_new_tokens, params.function)
-    if wrong_inputs is not None:
-        return wrong_inputs
+    return Verdict.passed(f"{params.function} returns (text, latency), and the text is the decoded output of its generate call.")
+
+
+def own_calls_problem(context: CheckContext, function: str, hub_id: str) -> str:
+    """What the notebook's own calls of the timed function did other than they were asked ("" when nothing, or where
+    they were not recorded): each call's last generate must run its prompt with its max_new_tokens."""
+    record = notebook_record(context, ResultsTableParams(timed_function=function))
+    fits = carrying(context.models.tokenizer(hub_id))
+    previous = 0.0
+    for call in record.calls:
+        ended = [event for event in record.generates if previous <= float(event["start"]) and float(event["end"]) <= call.time]
+        previous = call.time
+        if not ended or not isinstance(call.prompt, str):
+            continue
+        timed = ended[-1]
+        limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
+        if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
+            return f"called with max_new_tokens={call.max_new_tokens}, its generate ran with a limit of {limit} new tokens"
+        ids = list(context.models.tokenizer(hub_id)(call.prompt)["input_ids"])
+        rows = timed["rows"] or []
+        if not rows or not fits(list(rows[0]), ids):
+            return f"called with the prompt {call.prompt[:40]!r}, its generate ran another prompt"
+    return ""
+
+
+def _judge_output(context: CheckContext, params: GenerateParams, timed: Timed, hub_id: str, prompt: str) -> Verdict | None:
+    text, latency = _text_and_latency(timed.value, params.function)
+    wrong = judge_timed_settings(
+        context,
+        timed,
+        "Call model.generate on the tokenized prompt you are given, with max_new_tokens=max_new_tokens, on the model you are given.",
+    )
+    if wrong is not None:
+        return wrong
     if isinstance(text, Tensor):
         return Verdict.failed(
             f"{params.function} returns the output token tensor instead of text: decode it with tokenizer.decode(outputs[0], skip_special_tokens=True).",
@@ -214,20 +312,24 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
             expected="a float (seconds)",
             found=kind_of(latency),
         )
-    variants = decoded_variants(context, params.model, events[-1])
+    timed_events = timed.timed()
+    variants: dict[str, str] = {}
+    for event in timed_events:
+        variants |= {
+            f"{key} ({index})": value for index, (key, value) in enumerate(decoded_variants(context, hub_id, event).items())
+        }
     if text.strip() in {variant.strip() for variant in variants.values()}:
-        return Verdict.passed(
-            f"{params.function} returns (text, latency), and the text is the decoded output of its generate call."
-        )
-    if text.strip() == params.prompt.strip():
+        return None
+    first = decoded_variants(context, hub_id, timed_events[-1])
+    if text.strip() == prompt.strip():
         return Verdict.failed(
             f"{params.function} returns the prompt itself: decode the generate output (outputs[0]), not the inputs.",
-            expected=variants["full, skip_special_tokens=True"],
+            expected=first["full, skip_special_tokens=True"],
             found=text,
         )
     return Verdict.failed(
         f"The text {params.function} returns is not the decoded output of the generate call it made.",
-        expected=variants["full, skip_special_tokens=True"],
+        expected=first["full, skip_special_tokens=True"],
         found=text,
     )
 
@@ -244,6 +346,7 @@ CONFIG_FIXES = {
 }
 LABELS = {"baseline": "baseline", "int8": "INT8", "nf4": "NF4", "fp4": "FP4"}
 LOADED_AS = {
+    "other": "another model than the one asked for",
     "fp32": "a float32 model",
     "fp16": "a float16 model",
     "bf16": "a bfloat16 model",
@@ -302,13 +405,23 @@ def flag_note(model: Model) -> str:
     return ""
 
 
+def _compact(text: str) -> str:
+    """A name without case, spaces, hyphens or underscores ("NF-4" and "nf 4" read as "nf4")."""
+    return re.sub(r"[\s_-]+", "", text.casefold())
+
+
+def names_kind(name: str, kind: str) -> bool:
+    """Whether a configuration's name names ``kind`` (one of NAME_HINTS), however it is spaced or hyphenated."""
+    text = _compact(name)
+    return any(_compact(hint) in text for hint in NAME_HINTS[kind])
+
+
 def declared_kind(name: str) -> str | None:
     """The configuration kind a name states (``int8``, ``nf4``, ``fp4``, ``baseline``), None if it states none or several."""
-    text = name.casefold()
-    quantized = [kind for kind in ("int8", "nf4", "fp4") if any(hint in text for hint in NAME_HINTS[kind])]
+    quantized = [kind for kind in ("int8", "nf4", "fp4") if names_kind(name, kind)]
     if len(quantized) == 1:
         return quantized[0]
-    if not quantized and any(hint in text for hint in NAME_HINTS["baseline"]):
+    if not quantized and names_kind(name, "baseline"):
         return "baseline"
     return None
 
@@ -346,15 +459,21 @@ class LoadedConfiguration:
     error: str | None
     generated: str | None
     footprints_mb: tuple[float, ...] = ()  # the student's get_model_memory_footprint on this model (before, after generating)
+    other: str = ""  # why the loaded model is not the hub ID's (another model, a config of other sizes); "" when it is
 
     def loaded_as(self) -> str | None:
-        """What the loaded model really is (see :func:`loaded_kind`); None if it failed to load."""
-        return loaded_kind(self.model) if self.model is not None else None
+        """What the loaded model really is (see :func:`loaded_kind`; ``other`` for another model than the hub ID's);
+        None if it failed to load."""
+        if self.model is None:
+            return None
+        return "other" if self.other else loaded_kind(self.model)
 
     def describe(self) -> str:
         """'NAME' and what it became."""
         if self.model is None:
             return f"'{self.name}' (fails to load)"
+        if self.other:
+            return f"'{self.name}' (loads another model: {self.other})"
         return f"'{self.name}' (loads as {self.loaded_as()})"
 
     def true_footprint_mb(self) -> float | None:
@@ -425,14 +544,18 @@ def loaded_configurations(context: CheckContext, params: ConfigurationParams) ->
             )
             after = _footprint(harness.call(params.footprint_function, [handle(handle_name)], timeout_s=context.timeout_s))
             harness.release([handle_name])
+            found = outcome.value if isinstance(outcome.value, Model) else None
             loaded.append(
                 LoadedConfiguration(
                     index,
                     item["name"],
-                    outcome.value if isinstance(outcome.value, Model) else None,
+                    found,
                     None if generated.ok else f"generating failed: {generated.exception or generated.message}",
                     generated.value if generated.ok else None,
                     tuple(value for value in (before, after) if value is not None),
+                    # The model by its config's sizes and its embedding (which quantization leaves as it is), never by
+                    # its name: load_args that bring a config of their own (one layer), or another model, load another.
+                    other_model(context, found, params.model) or "" if found is not None else "",
                 )
             )
         return tuple(loaded)
@@ -494,11 +617,7 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
             found=f"'{configuration.name}' loading as {LOADED_AS[wanted]}",
         )
     named = [c for c in configurations if declared_kind(c.name) == params.configuration]
-    named += [
-        c
-        for c in configurations
-        if any(hint in c.name.casefold() for hint in NAME_HINTS[params.configuration]) and c not in named
-    ]
+    named += [c for c in configurations if names_kind(c.name, params.configuration) and c not in named]
     found = ", ".join(c.describe() for c in configurations)
     for configuration in named:
         if configuration.error is not None and configuration.model is None:
@@ -512,7 +631,7 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
             advice = "the baseline is FP16 on a GPU and FP32 on the CPU: load it with dtype=torch.float16 on CUDA, torch.float32 on CPU"
         else:
             advice = CONFIG_FIXES[params.configuration]
-        note = flag_note(configuration.model) if configuration.model is not None else ""
+        note = configuration.other or (flag_note(configuration.model) if configuration.model is not None else "")
         return Verdict.failed(
             f"The configuration '{configuration.name}' loads as {LOADED_AS.get(loaded_as or '', loaded_as)}"
             + (f" ({note})" if note else "")
@@ -538,6 +657,11 @@ class ResultsTableParams(Params):
     variable: str = Field("df_results", description="The notebook variable holding the results table.")
     configurations: str = Field("configurations", description="The notebook variable holding the configurations.")
     prompts: str = Field("PROMPTS", description="The notebook variable holding the prompts.")
+    least_prompts: int = Field(3, ge=1, description="How many prompts the starter asks for (the table's output columns).")
+    max_new_tokens: str = Field("MAX_NEW_TOKENS", description="The notebook variable holding max_new_tokens.")
+    timed_function: str = Field(
+        "generate_text_and_time", description="The notebook's timed generation function, whose calls the rubric watches."
+    )
     model: str = Field("gpt2", description="Hub ID the configurations are loaded with.")
     name_column: str = Field("Float Precision", description="Column naming the configuration.")
     memory_column: str = Field("Memory (MB)", description="Column with the memory footprint.")
@@ -615,10 +739,166 @@ def generated_texts(context: CheckContext, hub_id: str, events: list[GenerateEve
     return texts
 
 
+@dataclass(frozen=True)
+class OwnCall:
+    """A call of the notebook's timed generation function while its cells ran: the model it was given (by serial),
+    the prompt and max_new_tokens, the (text, latency) it returned, and when it returned (the runtime's clock)."""
+
+    serial: int | None
+    prompt: Any
+    max_new_tokens: Any
+    text: Any
+    latency: Any
+    time: float = 0.0
+
+
+@dataclass(frozen=True)
+class NotebookRecord:
+    """What the notebook's cells did, as streamed from its kernel: its watched calls, and the models that ran."""
+
+    calls: list[OwnCall]
+    kinds: dict[int, str]  # serial -> what the model is (int8, nf4, fp4, fp32, ...; "other" for another model's weights)
+    generates: list[GenerateEvent]
+
+
+def notebook_record(context: CheckContext, params: ResultsTableParams) -> NotebookRecord:
+    """The notebook's own calls of its timed generation function and the models they ran (once per submission)."""
+
+    def read() -> NotebookRecord | Verdict:
+        notebook = context.require_harness().notebook_events()
+        if not notebook.ok:
+            return failed_call(notebook, "the notebook's generate record")
+        kinds: dict[int, str] = {}
+        reference = reference_fingerprint(context, params.model)
+        for event in notebook.events:
+            if event["type"] == "model":
+                if fingerprint_difference(event["fingerprint"] or {}, reference):
+                    kinds[event["serial"]] = "other"
+                else:
+                    quantization = event["quantization"]
+                    kinds[event["serial"]] = quantization or FLOAT_KINDS.get(event["dtype"], event["dtype"])
+        calls = []
+        for event in notebook.returned_events(params.timed_function):
+            described = [description for _, description in event["arguments"]]
+            serial = next(
+                (item["serial"] for item in described if isinstance(item, dict) and isinstance(item.get("serial"), int)), None
+            )
+            values = [decode(item) for item in described]
+            returned = decode(event["value"])
+            text, latency = returned if isinstance(returned, (tuple, list)) and len(returned) == 2 else (None, None)
+            calls.append(
+                OwnCall(
+                    serial,
+                    values[2] if len(values) > 2 else None,
+                    values[3] if len(values) > 3 else None,
+                    text,
+                    latency,
+                    float(event["time"]),
+                )
+            )
+        return NotebookRecord(calls, kinds, notebook.generate_events())
+
+    record = context.once(f"notebook-record:{params.timed_function}", read)
+    if isinstance(record, Verdict):
+        raise StopCheck(record)
+    return record
+
+
+def latency_readings_of(latencies: list[float], runs: int) -> list[float]:
+    """What a row's average latency may be from these timed runs of its first prompt: their mean (all of them, the
+    first or the last ``runs`` of them: a warm-up left out) or median."""
+    readings = []
+    for chosen in (latencies, latencies[:runs], latencies[-runs:]):
+        if chosen:
+            readings += [statistics.fmean(chosen), statistics.median(chosen)]
+    return readings
+
+
+@dataclass(frozen=True)
+class RowRuns:
+    """What in a results row does not come from the notebook's calls on one model (each list empty: nothing)."""
+
+    serial: int
+    outputs: list[str]  # outputs that are not the text the call of their prompt returned
+    settings: list[str]  # calls with another max_new_tokens than the notebook's
+    latency: list[str]  # an average latency that is not the average of the first prompt's timed runs
+
+    @property
+    def count(self) -> int:
+        return len(self.outputs) + len(self.settings) + len(self.latency)
+
+
+def row_runs(
+    record: NotebookRecord,
+    serial: int,
+    outputs: list[Any],
+    latency: Any,
+    prompts: list[Any],
+    runs: int,
+    max_new_tokens: Any,
+) -> RowRuns:
+    """A row held against the notebook's calls on the model of that serial: its outputs (the text each prompt's call
+    returned), its average latency (of the first prompt's timed runs), one max_new_tokens (the notebook's) in all."""
+    calls = [call for call in record.calls if call.serial == serial]
+    limits = sorted({str(call.max_new_tokens) for call in calls})
+    settings = (
+        [f"its runs used max_new_tokens {', '.join(limits)}, not {max_new_tokens}"] if limits != [str(max_new_tokens)] else []
+    )
+    wrong_outputs = []
+    for index, output in enumerate(outputs):
+        prompt = prompts[index] if index < len(prompts) else None
+        texts = {_same_text(call.text) for call in calls if call.prompt == prompt and isinstance(call.text, str)}
+        if not isinstance(output, str) or _same_text(output) not in texts:
+            wrong_outputs.append(f"output {index + 1} is not the text its call on prompt {index + 1} returned")
+    first = [float(call.latency) for call in calls if prompts and call.prompt == prompts[0] and is_number(call.latency)]
+    wrong_latency = []
+    if not first:
+        wrong_latency.append("no timed run of the first prompt was recorded on its model")
+    elif not any(agrees(latency, reading, 1e-6) for reading in latency_readings_of(first, runs)):
+        wrong_latency.append(
+            f"its average latency {latency!r} is not the average of its {len(first)} timed runs of the first prompt "
+            f"({', '.join(f'{value:.4g}' for value in first[:6])} s)"
+        )
+    return RowRuns(serial, wrong_outputs, settings, wrong_latency)
+
+
+def rows_runs(
+    context: CheckContext, params: ResultsTableParams, frame: Frame, runs: int, outputs: list[Any]
+) -> list[tuple[str, RowRuns | None]] | None:
+    """Each row of the table (by name) with the model of its configuration's kind whose calls explain it best (None:
+    no model of that kind ran a call); None where the notebook's calls of its timed function were not recorded (it
+    is called in the very cell that defines it)."""
+    record = notebook_record(context, params)
+    if not record.calls:
+        return None
+    harness = context.require_harness()
+    prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
+    limit = context.returned(harness.describe(params.max_new_tokens, timeout_s=context.timeout_s), f"`{params.max_new_tokens}`")
+    prompts = prompts if isinstance(prompts, list) else []
+    judged: list[tuple[str, RowRuns | None]] = []
+    for position, (name, configuration) in enumerate(
+        zip(frame.column(params.name_column), _row_configurations(context, params, frame), strict=True)
+    ):
+        kind = configuration.loaded_as() if configuration is not None else None
+        if configuration is not None and configuration.other:
+            # A configuration that loads another model is charged in its own check, not again in the table's.
+            judged.append((str(name), RowRuns(-1, [], [], [])))
+            continue
+        serials = sorted(
+            {call.serial for call in record.calls if call.serial is not None and record.kinds.get(call.serial) == kind}
+        )
+        row = frame.rows[position]
+        texts = [row[frame.columns.index(column)] for column in outputs]
+        latency = row[frame.columns.index(params.latency_column)]
+        candidates = [row_runs(record, serial, texts, latency, prompts, runs, limit) for serial in serials]
+        judged.append((str(name), min(candidates, key=lambda found: found.count) if candidates else None))
+    return judged
+
+
 def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_tolerance: float) -> bool:
     """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint function says of it."""
     candidates = [configuration.true_footprint_mb(), *configuration.footprints_mb]
-    return any(value is not None and math.isclose(reported, value, rel_tol=rel_tolerance) for value in candidates)
+    return any(value is not None and agrees(reported, value, rel_tolerance) for value in candidates)
 
 
 @check_kind("results_table", ResultsTableParams)
@@ -664,7 +944,7 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
     ]
     # An output column holds text the loop generated; any other text column (a device, a note) is left alone.
     output_columns = [c for c in text_columns if any(_same_text(value) in every_text for value in frame.column(c))]
-    wanted_outputs = len(prompts) if isinstance(prompts, list) else 1
+    wanted_outputs = max(len(prompts) if isinstance(prompts, list) else 1, params.least_prompts)
     if len(output_columns) < wanted_outputs:
         return Verdict.failed(
             f"`{params.variable}` should hold one column of generated text per prompt ({wanted_outputs}), but "
@@ -676,15 +956,27 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
         )
     problems = []
     rows = _row_configurations(context, params, frame)
+    # Where the notebook's calls of its timed function were recorded, each row is held against the calls on one model of
+    # its configuration's kind: the texts those calls returned, with the notebook's max_new_tokens.
+    runs = rows_runs(context, params, frame, 1, output_columns)
     for position, (name, memory, configuration) in enumerate(zip(names, memories, rows, strict=True)):
         if configuration is None or configuration.model is None:
             problems.append(f"row {position + 1} ('{name}') matches no configuration that loads")
             continue
+        if configuration.other:
+            continue  # a configuration that loads another model is charged in its own check, not again in the table
         if not memory_agrees(float(memory), configuration, 1e-3):
             true_mb = configuration.true_footprint_mb() or 0.0
             problems.append(
                 f"'{name}' reports {number(float(memory), 'MB')}, but the model that configuration loads takes {number(true_mb, 'MB')}"
             )
+        if runs is not None:
+            found = runs[position][1]
+            if found is None:
+                problems.append(f"no call of your notebook's {params.timed_function} ran a model loaded as '{name}' loads")
+            else:
+                problems += [f"'{name}': {problem}" for problem in (*found.outputs, *found.settings)]
+            continue
         kind = configuration.loaded_as()
         own = texts.get(kind, set())
         for column in output_columns:

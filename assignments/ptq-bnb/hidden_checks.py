@@ -6,20 +6,14 @@ their default inputs reach students.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 
 from pydantic import Field
 
 from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.timing import (
-    LatencyTolerance,
-    call_timed,
-    judge_generate_inputs,
-    judge_timed_call,
-    retry_while_too_long,
-)
+from grader.checks.timed import judge_timed_settings
+from grader.checks.timing import LatencyTolerance, judge_timed_latency
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import is_number, kind_of
 
@@ -28,65 +22,61 @@ from .checks import (
     _results_frame,
     _row_classes,
     _text_and_latency,
+    generate_call,
+    rows_runs,
 )
 
 
 class LatencyParams(LatencyTolerance, TargetParams):
     """Hidden calls that check the reported latency against the instrumented generate call."""
 
-    model: str = Field("gpt2", description="Hub ID of the model.")
-    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn per call at grading time.")
+    model: str = Field("gpt2", description="Hub ID of the model of the short call.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the long call (every argument differs).")
+    prompts: list[str] = Field(min_length=2, description="Hidden prompts; one is drawn per call at grading time.")
     short_tokens: list[int] = Field(
         [4, 8], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the short call."
     )
     long_tokens: list[int] = Field(
-        [32, 48], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the long call."
+        [40, 64], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens for the long call."
     )
 
 
 @check_kind("generate_latency", LatencyParams)
 def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
-    """The reported latency is the duration of the generate call, on hidden prompts and lengths."""
+    """The reported latency is what a timer of the generate call reads, on hidden prompts, lengths and models; the
+    generate call does what the reference's does on the same inputs."""
+    prompts = context.rng.sample(params.prompts, 2)
+    plan = [
+        (params.model, prompts[0], context.rng.randint(*params.short_tokens)),
+        (params.other_model, prompts[1], context.rng.randint(*params.long_tokens)),
+    ]
     measurements = []
-    for low, high in (params.short_tokens, params.long_tokens):
-        prompt = context.rng.choice(params.prompts)
-        max_new_tokens = context.rng.randint(low, high)
-        outcome, value = retry_while_too_long(
-            params,
-            functools.partial(call_timed, context, params.function, params.model, prompt, max_new_tokens, pace_s=params.pace_s),
-            lambda value: _text_and_latency(value, params.function)[1],
-        )
-        _, latency = _text_and_latency(value, params.function)
+    for hub_id, prompt, max_new_tokens in plan:
+        timed = generate_call(context, params.function, hub_id, prompt, max_new_tokens, params.pace_s, params)
+        _, latency = _text_and_latency(timed.value, params.function)
         if not is_number(latency) or latency <= 0:
             return Verdict.failed(
                 f"The latency {params.function} returns should be a positive number of seconds, but it is {kind_of(latency)}.",
                 expected="a positive float (seconds)",
                 found=kind_of(latency),
             )
-        events = outcome.generate_events()
-        if not events:
-            return Verdict.failed(
-                f"{params.function} never called model.generate, so its latency measures nothing.", found="no generate call"
-            )
-        wrong_inputs = judge_generate_inputs(
-            context.models.tokenizer(params.model), events[-1], [prompt], max_new_tokens, params.function
-        )
-        if wrong_inputs is not None:
-            return wrong_inputs
-        measurements.append((float(latency), outcome, max_new_tokens))
+        wrong = judge_timed_settings(context, timed)
+        if wrong is not None:
+            return wrong
+        measurements.append((float(latency), timed, max_new_tokens))
     data = {
         "calls": [
-            {"reported_s": latency, "generate_s": [e["duration_s"] for e in outcome.generate_events()], "max_new_tokens": n}
-            for latency, outcome, n in measurements
+            {"reported_s": latency, "generate_s": [e["duration_s"] for e in timed.outcome.generate_events()], "max_new_tokens": n}
+            for latency, timed, n in measurements
         ]
     }
     (first, first_call, _), (second, second_call, _) = measurements
-    verdicts = [judge_timed_call(params, latency, outcome, n) for latency, outcome, n in measurements]
+    verdicts = [judge_timed_latency(params, latency, timed.outcome, timed.timed(), n) for latency, timed, n in measurements]
     if first == second and any(verdicts):  # two identical readings of a real timer do not happen
         return Verdict.failed(
             f"{params.function} reported the same latency ({number(first, 's')}) for a short and a long generation: the value is not measured.",
-            expected=f"about {number(first_call.generate_events()[-1]['duration_s'], 's')} and "
-            f"{number(second_call.generate_events()[-1]['duration_s'], 's')}",
+            expected=f"about {number(first_call.timed()[-1]['duration_s'], 's')} and "
+            f"{number(second_call.timed()[-1]['duration_s'], 's')}",
             found=f"{number(first, 's')} twice",
             data=data,
         )
@@ -118,6 +108,24 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     runs = context.returned(harness.describe(params.runs, timeout_s=context.timeout_s), f"`{params.runs}`")
     expect_type(prompts, list, f"`{params.prompts}`", "a list of prompts")
     expect_type(runs, int, f"`{params.runs}`", "an int")
+    judged = rows_runs(context, params, frame, runs, [])
+    if judged is not None:
+        # The notebook's calls of its timed function were recorded: each row's average is that of the first prompt's
+        # timed runs on the model whose calls explain the row.
+        wrong = [
+            f"'{name}': " + ("no call of your notebook's timed function ran its model" if found is None else found.latency[0])
+            for name, found in judged
+            if found is None or found.latency
+        ]
+        if wrong:
+            return Verdict.failed(
+                "The table's latencies are not the averages of the runs your experiment loop timed: " + "; ".join(wrong) + ".",
+                expected=f"for each configuration, the average of its {runs} timed runs of the first prompt",
+                found="; ".join(wrong),
+            )
+        return Verdict.passed(
+            f"Every row's average latency is the average of the runs your loop timed on the first prompt ({len(judged)} configurations)."
+        )
     notebook = harness.notebook_events()
     if not notebook.ok:
         return failed_call(notebook, "the notebook's generate record")

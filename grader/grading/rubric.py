@@ -147,6 +147,13 @@ class Rubric(Strict):
     )
     limits: Limits = Field(default_factory=lambda: Limits(), description="Time and resource limits.")
     identify: Identify = Field(default_factory=lambda: Identify(), description="How to recognise the assignment's notebooks.")
+    watch: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Notebook functions whose calls while the notebook's cells run are recorded (what they were given and "
+            "returned), for checks of the results those calls made (a results table)."
+        ),
+    )
     contract: Contract = Field(
         default_factory=lambda: Contract(),
         description="The starter's contract: the inputs (a tokenizer with its pad token, ...) checks hand student functions.",

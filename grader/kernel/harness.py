@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_type_hints
@@ -433,7 +433,7 @@ class Harness:
                 if request["op"] == "call":
                     self.tampered.setdefault(request["function"], why)
                 return replace(outcome, status="tampered", message=why)
-            outcome = replace(outcome, events=tuple(streamed))
+            outcome = replace(outcome, events=tuple(streamed), models=models_from_events(streamed))
         cpu_after = self.session.cpu_seconds()
         cpu_s = ready_s = None
         if cpu_before is not None and cpu_after is not None:
@@ -558,6 +558,40 @@ def validated_answer(answer: Any) -> tuple[Answer | None, str]:
     if "events" in answer:
         typed["events"] = checked
     return typed, ""
+
+
+def models_from_events(events: Sequence[Event]) -> tuple[ModelSeen, ...]:
+    """The models a call was given or ran, from its records as they were streamed (``arguments`` and ``model``
+    events), not from what its answer says of them."""
+    arguments: dict[int, str] = {}
+    seen: dict[int, ModelSeen] = {}
+    for event in events:
+        if event["type"] == "arguments":
+            arguments = {int(serial): label for serial, label in event["models"].items() if serial.isdigit()}
+        elif event["type"] == "model":
+            seen[event["serial"]] = {
+                "serial": event["serial"],
+                "argument": None,
+                "type": event["model_type"],
+                "dtype": event["dtype"],
+                "device": event["device"],
+                "quantization": event["quantization"],
+                "fingerprint": event["fingerprint"],
+            }
+    for serial in arguments:
+        seen.setdefault(
+            serial,
+            {
+                "serial": serial,
+                "argument": None,
+                "type": "",
+                "dtype": "",
+                "device": "",
+                "quantization": None,
+                "fingerprint": None,
+            },
+        )
+    return tuple({**entry, "argument": arguments.get(serial)} for serial, entry in sorted(seen.items()))
 
 
 def _validated_events(events: list[dict[str, Any]]) -> tuple[list[Event], str]:

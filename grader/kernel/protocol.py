@@ -313,7 +313,39 @@ class ReturnedEvent(TypedDict):
     value: Any  # a description (grader/kernel/values.py decodes it)
 
 
-Event = GenerateEvent | TokenizeEvent | SynchronizeEvent | ForwardEvent | OnnxRunEvent | FigureEvent | BypassEvent | ReturnedEvent
+class ModelEvent(TypedDict):
+    """A model that ran (a generate call or a forward pass), described the first time it ran in the scope (the call,
+    or the notebook's cells): which weights it holds, its dtype, device and quantization."""
+
+    type: Literal["model"]
+    serial: int
+    model_type: str
+    dtype: str
+    device: str
+    quantization: str | None
+    fingerprint: dict[str, Any] | None
+
+
+class ArgumentsEvent(TypedDict):
+    """The models a call was given, by serial (as a string), each named by where it was passed ("argument 1"),
+    recorded as the call begins."""
+
+    type: Literal["arguments"]
+    models: dict[str, str]
+
+
+Event = (
+    GenerateEvent
+    | TokenizeEvent
+    | SynchronizeEvent
+    | ForwardEvent
+    | OnnxRunEvent
+    | FigureEvent
+    | BypassEvent
+    | ReturnedEvent
+    | ModelEvent
+    | ArgumentsEvent
+)
 
 # ---------------------------------------------------------------- answers (kernel -> grader)
 

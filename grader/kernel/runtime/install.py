@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         open_events,
         open_pauses,
     )
+    from grader.kernel.runtime.operations import watch_notebook
 
 
 INSTALLED: dict[str, Any] = {}
@@ -115,7 +116,7 @@ def _unvectorized_sdpa_mask(original: Callable[..., Any]) -> Callable[..., Any]:
     return sdpa_mask
 
 
-def _speed_up_masks() -> None:
+def speed_up_masks() -> None:
     """Put :func:`_unvectorized_sdpa_mask` in place of the vmap'd ``sdpa_mask`` (where this transformers has it): for
     every model's sdpa attention, and for eager attention and Optimum's export, which read the module's name."""
     try:
@@ -152,6 +153,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         open_pauses(*settings["pauses"])
     if settings.get("events"):
         open_events(settings["events"])
+    watch_notebook([str(name) for name in settings.get("watch", [])])
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):
@@ -170,7 +172,7 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         for name in TOKENIZER_ENTRY_POINTS:
             if name in vars(cls):
                 _replace(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
-    _speed_up_masks()
+    speed_up_masks()
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 

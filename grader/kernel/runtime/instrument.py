@@ -70,6 +70,7 @@ class Recorder:
         self.notebook_dropped = 0
         self.call: list[Event] | None = None
         self.call_models: dict[int, ModelSeen] = {}  # the models the current call ran, as they were when it ran them
+        self.notebook_models: dict[int, ModelSeen] = {}  # the models the notebook's cells ran
         self.call_dropped = 0
         # Where each thread is (inside a generate, a forward pass, a tokenizer call): a generate run in a worker thread
         # (a thread pool, a streamer) is recorded like one on the main thread, and two threads do not nest.
@@ -133,10 +134,26 @@ class Recorder:
         self._state().current_generate = event
 
     def remember(self, model: Any) -> None:
-        """Describe a model the current call runs, the first time it runs it (see ``seen_model``)."""
-        if self.call is not None and model_serial(model) not in self.call_models:
-            with contextlib.suppress(Exception):  # a model that cannot be described is named by its serial alone
-                self.call_models[model_serial(model)] = seen_model(model)
+        """Describe a model the first time it runs in the current scope (a call, or the notebook's cells), as a
+        ``model`` event (see ``seen_model``)."""
+        seen = self.call_models if self.call is not None else self.notebook_models
+        serial = model_serial(model)
+        if serial in seen:
+            return
+        with contextlib.suppress(Exception):  # a model that cannot be described is named by its serial alone
+            seen[serial] = seen_model(model)
+            entry = seen[serial]
+            self.record(
+                {
+                    "type": "model",
+                    "serial": serial,
+                    "model_type": entry["type"],
+                    "dtype": entry["dtype"],
+                    "device": entry["device"],
+                    "quantization": entry["quantization"],
+                    "fingerprint": entry["fingerprint"],
+                }
+            )
 
     def record(self, event: Event) -> None:
         """Keep ``event`` (complete) in the active scope, up to :data:`MAX_EVENTS`, and stream it to the grader."""

@@ -189,6 +189,9 @@ def op_call(request: CallRequest) -> Answer:
     RECORDER.call = []
     RECORDER.call_models = {}
     RECORDER.call_dropped = 0
+    RECORDER.record(
+        {"type": "arguments", "models": {str(serial): label for serial, label in model_arguments(args, kwargs).items()}}
+    )
     RECORDER.paced = request["paced"]
     RECORDER.pace_s = request["pace_s"]
     RECORDER.pauses = 0
@@ -335,6 +338,8 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
             entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
             if isinstance(value, (str, list, tuple, dict)):
                 entry["length"] = len(value)
+            if _is_model(value):
+                entry["serial"] = model_serial(value)  # which model it was (the serial its generate calls name)
             side = getattr(value, "padding_side", None)
             if isinstance(side, str):
                 entry["padding_side"] = side[:20]
@@ -344,6 +349,62 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
     return described
 
 
+def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..., Any]:
+    """``original`` recording what it returns, with the arguments it was given, as a ``returned`` event: during a
+    graded call (``scope`` "call"), or while the notebook's cells run ("notebook": a graded call watches on its own)."""
+    signature = _signature(original)  # read once, not at each of its calls
+
+    @_wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if (RECORDER.call is None) != (scope == "notebook"):
+            return original(*args, **kwargs)
+        arguments = _arguments(signature, args, kwargs)
+        value = original(*args, **kwargs)
+        event: ReturnedEvent = {
+            "type": "returned",
+            "function": name,
+            "time": RECORDER.now(),
+            "arguments": arguments,
+            "value": None,
+        }
+        try:
+            event["value"] = describe(value)
+        except Exception as error:  # describing hostile objects must not break the student's call
+            event["value"] = {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}
+        RECORDER.record(event)
+        return value
+
+    wrapper.__llm_grader_watched__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+# Notebook functions watched while the cells run, by name: (the function the notebook defined, its watcher).
+NOTEBOOK_WATCHED: dict[str, tuple[Any, Any]] = {}
+
+
+def watch_notebook(names: list[str]) -> None:
+    """After each cell, put a watcher in place of each named notebook function the cell (re)defined, so that what the
+    notebook's own calls of it gave is recorded (notebook events; a function called in the very cell that defines it
+    is seen from its next definition on)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None or not names:
+        return
+
+    def after_cell(*_: Any) -> None:
+        namespace = shell.user_ns
+        for name in names:
+            current = namespace.get(name)
+            if not callable(current) or current is NOTEBOOK_WATCHED.get(name, (None, None))[1]:
+                continue
+            watcher = _watched(name, current, "notebook")
+            NOTEBOOK_WATCHED[name] = (current, watcher)
+            namespace[name] = watcher
+
+    shell.events.register("post_run_cell", after_cell)
+
+
 @contextlib.contextmanager
 def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[None]:
     """While a call runs, record what each named notebook function returns, as ``returned`` events, with the
@@ -351,27 +412,7 @@ def _watch_functions(namespace: dict[str, Any], names: list[str]) -> Iterator[No
     originals = {name: namespace[name] for name in names if callable(namespace.get(name))}
 
     def watched(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = _signature(original)  # read once per call watched, not at each of its calls
-
-        @_wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            arguments = _arguments(signature, args, kwargs)
-            value = original(*args, **kwargs)
-            event: ReturnedEvent = {
-                "type": "returned",
-                "function": name,
-                "time": RECORDER.now(),
-                "arguments": arguments,
-                "value": None,
-            }
-            try:
-                event["value"] = describe(value)
-            except Exception as error:  # describing hostile objects must not break the student's call
-                event["value"] = {"kind": "undescribable", "type": _type_name(value), "error": repr(error)[:300]}
-            RECORDER.record(event)
-            return value
-
-        return wrapper
+        return _watched(name, original, "call")
 
     for name, original in originals.items():
         namespace[name] = watched(name, original)
