@@ -42,6 +42,7 @@ GENERATE: dict[str, Any] = {
     "output_shape": [1, 9],
     "output_ids": None,
     "new_tokens": None,
+    "cut_short": False,
     "pause": None,
     "paced_s": None,
 }

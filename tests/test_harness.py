@@ -13,7 +13,7 @@ import pytest
 from grader.authoring import make_notebook
 from grader.kernel.harness import Harness, handle, literal, model, notebook_value, tokenizer
 from grader.kernel.session import KernelSession
-from grader.kernel.values import DType, Frame, Model, Tensor
+from grader.kernel.values import DType, Frame, Model, Tensor, Tokenizer
 from grader.zoo import ModelZoo
 from tests.conftest import installed_kernel, kernel_env
 
@@ -43,6 +43,10 @@ NOTEBOOK = [
     "        model(input_ids=batch['input_ids'][:, :1])\n"
     "    return batch['input_ids'].shape[1]",
     "def length(x):\n    return len(x)",
+    "def renamed_tokenizer(model_id):\n"
+    "    loaded = AutoTokenizer.from_pretrained('gpt2')\n"
+    "    loaded.name_or_path = model_id  # a name can be set to anything\n"
+    "    return loaded",
     "def timed(model, tokenizer, prompt):\n"
     "    inputs = tokenizer(prompt, return_tensors='pt')\n"
     "    model.generate(**inputs, max_new_tokens=2)\n"
@@ -197,6 +201,18 @@ def test_models_load_from_the_notebooks_own_arguments(harness: Harness) -> None:
     assert harness.describe("settings", "load_args").value == {"dtype": DType("torch.float32")}
     assert harness.describe("nothing").status == "missing"
     assert harness.call("length", [notebook_value("settings", "load_args")]).value == 1
+
+
+def test_a_tokenizer_is_known_by_the_id_it_was_loaded_from(harness: Harness) -> None:
+    """Each tokenizer from_pretrained returns is recorded as it loads, by serial: a name set afterwards changes
+    nothing, in a call or in the notebook's cells."""
+    outcome = harness.call("renamed_tokenizer", [literal("distilgpt2")])
+    assert isinstance(outcome.value, Tokenizer) and outcome.value.name_or_path == "distilgpt2" and outcome.value.serial
+    loads = [event for event in outcome.events if event["type"] == "tokenizer"]
+    assert loads == [{"type": "tokenizer", "serial": outcome.value.serial, "source": "gpt2"}]
+    notebook_tokenizer = harness.describe("tok").value
+    assert isinstance(notebook_tokenizer, Tokenizer)
+    assert {"type": "tokenizer", "serial": notebook_tokenizer.serial, "source": "gpt2"} in harness.notebook_events().events
 
 
 def test_objects_can_be_kept_in_the_kernel_and_passed_back(harness: Harness) -> None:

@@ -117,6 +117,7 @@ def test_a_forward_pass_traced_by_an_onnx_export_has_symbolic_sizes() -> None:
         "has_labels": False,
         "has_attention_mask": True,
         "nested": False,
+        "part_of": None,
         "end": 0.2,
         "error": None,
         "output_requires_grad": False,

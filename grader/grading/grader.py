@@ -194,7 +194,9 @@ class Grader:
                 token_price=self.models.token_price,
                 lowest_token_price=self.models.lowest_token_price,
             )
-            installed = run.harness.install({"watch": list(assignment.rubric.watch)})
+            installed = run.harness.install(
+                {"watch": list(assignment.rubric.watch), "onnxruntime": assignment.rubric.instrument_onnxruntime}
+            )
             if not installed.ok:
                 run.kernel_problem = (
                     f"The grader could not prepare your notebook's kernel: {installed.message or installed.exception}."

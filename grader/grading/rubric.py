@@ -154,6 +154,11 @@ class Rubric(Strict):
             "returned), for checks of the results those calls made (a results table)."
         ),
     )
+    instrument_onnxruntime: bool = Field(
+        False,
+        description="Instrument ONNX Runtime before the notebook runs: every InferenceSession records what it was created "
+        "from (the file it read), not what it says later.",
+    )
     contract: Contract = Field(
         default_factory=lambda: Contract(),
         description="The starter's contract: the inputs (a tokenizer with its pad token, ...) checks hand student functions.",

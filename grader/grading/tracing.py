@@ -122,6 +122,11 @@ def _install() -> None:
         # The causal-and-padding mask by broadcasting, as in the kernels (on the tiny models the vmap'd mask costs more
         # than the model: the reference's generate calls would cost the grader several times the student's).
         runtime.speed_up_masks()
+        # The reference's calls are small (a batch of a few prompts on a tiny model): one thread each, beside the kernels
+        # that hold the CPUs meanwhile (with more, this process's threads wait on each other at every operator).
+        import torch
+
+        torch.set_num_threads(1)
         GenerationMixin.generate = _traced_generate(GenerationMixin.generate)  # type: ignore[method-assign]
         transformers.PreTrainedModel.__call__ = _traced_call(transformers.PreTrainedModel.__call__)  # type: ignore[method-assign]
         # Loading a model switches process-wide state for a while (accelerate's empty-weights init, the meta device):

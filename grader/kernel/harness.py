@@ -314,13 +314,16 @@ class Harness:
         pace_s: float = 0.0,
         figures: bool = False,
         watch: tuple[str, ...] = (),
+        cuda: bool = False,
     ) -> CallOutcome:
         """Call the student's ``function`` with arguments built from recipes.
 
         ``pace_s`` pauses the first generate of each new prompt, and every tokenizer call, for about
         that many seconds (their events' ``paced_s``), so a timer around a warm-up or a tokenization
         shows in the latency. ``figures`` records what the call plots as ``figure`` events; ``watch``
-        names notebook functions whose return values, while the call runs, become ``returned`` events.
+        names notebook functions whose return values, while the call runs, become ``returned`` events. ``cuda`` has
+        ``torch.cuda.is_available()`` answer True while the call runs on a machine without CUDA (a function that asks it
+        is judged as on a GPU machine: only for functions that compute nothing on the device).
 
         Each pause is ``pace_s`` times a factor the grader draws for it and serves itself (``CallOutcome.pace_s``
         is the asked one; where the session has no pause channel, one factor per call, slept in the kernel); the call's
@@ -338,6 +341,7 @@ class Harness:
             "pace_s": pace_s,
             "figures": figures,
             "watch": list(watch),
+            "cuda": cuda,
         }
         return self._ask(request, timeout_s)
 

@@ -103,7 +103,10 @@ def fingerprint() -> dict[str, str]:
     entries["events"] = f"{_channel(getattr(module, 'EVENTS', None))} in {getattr(module, 'EVENTS_PID', None)!r}"
     for owner, attribute, *_ in list(getattr(module, "INSTRUMENTED", [])):
         where = f"{getattr(owner, '__module__', '')}.{getattr(owner, '__qualname__', getattr(owner, '__name__', '?'))}"
-        entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = _digest(vars(owner).get(attribute))
+        member = vars(owner).get(attribute)
+        entries[f"instrumented.{where}.{attribute}@{id(owner)}"] = (
+            f"{type(member).__name__}:{_digest(getattr(member, '__func__', member))}"  # a classmethod by its function
+        )
     recorder = getattr(module, "RECORDER", None)
     entries["recorder.type"] = f"{type(recorder).__qualname__}:{type(recorder) is getattr(module, 'Recorder', None)}"
     entries["recorder.attributes"] = ",".join(sorted(vars(recorder))) if hasattr(recorder, "__dict__") else "none"

@@ -100,6 +100,7 @@ class CallRequest(_Request):
     pace_s: float
     figures: bool
     watch: list[str]
+    cuda: bool  # CUDA said to be available while the call runs, on a machine without it (a resolver that asks sees it)
 
 
 class DescribeRequest(_Request):
@@ -205,6 +206,7 @@ class GenerateEvent(TypedDict):
     output_shape: Shape | None
     output_ids: list[int] | None  # the first row of its output, up to the cap
     new_tokens: list[int] | None  # per row, up to the first end-of-text token
+    cut_short: bool  # it stopped before its limit with a row that reached no end-of-text (max_time, a stopping criterion)
     # Where the grader serves the pauses, the number of the pause the event holds (the grader fills in paced_s, the
     # length it served: grader/kernel/evidence.py); where the kernel sleeps its pacing itself, the length it slept.
     pause: int | None
@@ -252,6 +254,7 @@ class ForwardEvent(TypedDict):
     has_labels: bool
     has_attention_mask: bool
     nested: bool
+    part_of: int | None  # the serial of a model the call was given that holds this one (``model.transformer`` run alone)
     end: float  # 0.0 until the pass returns (it is recorded as it starts)
     error: str | None
     output_requires_grad: bool | None
@@ -326,6 +329,15 @@ class ModelEvent(TypedDict):
     fingerprint: dict[str, Any] | None
 
 
+class TokenizerEvent(TypedDict):
+    """A tokenizer loaded with ``from_pretrained``, by the serial the runtime gives the object it returned and the id or
+    folder it was loaded from, recorded as it loads (a tokenizer's ``name_or_path`` can be set to anything later)."""
+
+    type: Literal["tokenizer"]
+    serial: int
+    source: str
+
+
 class ArgumentsEvent(TypedDict):
     """The models a call was given, by serial (as a string), each named by where it was passed ("argument 1"),
     recorded as the call begins."""
@@ -344,6 +356,7 @@ Event = (
     | BypassEvent
     | ReturnedEvent
     | ModelEvent
+    | TokenizerEvent
     | ArgumentsEvent
 )
 

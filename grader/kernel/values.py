@@ -122,6 +122,15 @@ class Tokenizer:
     pad_token: str | None
     padding_side: str | None
     vocab_size: int
+    serial: int = 0  # the runtime's serial of the object: its ``tokenizer`` event says what it was loaded from
+    files: str = ""  # the path its vocabulary was read from (a copy of a tokenizer keeps it)
+
+
+def scalar(value: Any) -> Any:
+    """A tensor of one number as that number (a loss kept as ``tensor([2.07])``); any other value as it is."""
+    if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1 and is_number(value.values[0]):
+        return value.values[0]
+    return value
 
 
 def decode(description: Any, depth: int = 0) -> Any:
@@ -177,6 +186,8 @@ def decode(description: Any, depth: int = 0) -> Any:
             description.get("pad_token"),
             description.get("padding_side"),
             int(description.get("vocab_size", 0)),
+            int(description.get("serial", 0)) if isinstance(description.get("serial"), int) else 0,
+            str(description.get("files", ""))[:500],
         )
     if kind == "onnx_model":
         return OnnxModel(

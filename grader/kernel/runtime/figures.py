@@ -61,6 +61,20 @@ def _axis_label(figure: Any, ax: Any, axis: str) -> str:
     return ""
 
 
+def _tick_values(ax: Any) -> dict[float, float]:
+    """The x axis's tick positions whose labels are numbers, with the number each label shows ({} where a tick's
+    label is not a number, or the labels are the positions themselves)."""
+    shown: dict[float, float] = {}
+    try:
+        for position, label in zip(ax.get_xticks(), ax.get_xticklabels(), strict=False):
+            shown[float(position)] = float(str(label.get_text()).strip().replace("\u2212", "-"))
+    except Exception:  # a label that is not a number (or no labels drawn yet)
+        return {}
+    if all(abs(position - value) < 1e-9 for position, value in shown.items()):
+        return {}
+    return shown
+
+
 def describe_figure(figure: Any) -> FigureEvent:
     """Each axes of a figure: labels, title, and the data of its lines, scatters and bars."""
     axes: list[FigureAxes] = []
@@ -82,6 +96,11 @@ def describe_figure(figure: Any) -> FigureEvent:
                         "y": _floats([p.get_height() for p in patches]),
                     }
                 )
+        ticks = _tick_values(ax)
+        for entry in series:  # a categorical axis (a pandas bar chart) draws at 0..n-1 and shows its values as labels
+            positions = entry["x"]
+            if ticks and positions and all(p is not None and any(abs(p - t) < 1e-9 for t in ticks) for p in positions):
+                entry["x_shown"] = [next(ticks[t] for t in ticks if abs(p - t) < 1e-9) for p in positions]
         axes.append(
             {
                 "title": str(ax.get_title())[:200],

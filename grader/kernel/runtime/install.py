@@ -15,25 +15,27 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _instrumented_generate,
         _instrumented_synchronize,
         _instrumented_tokenizer_call,
+        _instrumented_tokenizer_load,
         _instrumenting_forward,
         _wraps,
         open_events,
         open_pauses,
     )
     from grader.kernel.runtime.operations import watch_notebook
+    from grader.kernel.runtime.values import instrument_onnxruntime
 
 
 INSTALLED: dict[str, Any] = {}
 # Every attribute the runtime replaced, as (owner, name, wrapper): the grader's integrity probe (integrity.py)
 # reads each one after every call and compares it with what it read right after installing, and every
 # generate checks they are all still in place while it runs.
-INSTRUMENTED: list[tuple[Any, str, Callable[..., Any]]] = []
+INSTRUMENTED: list[tuple[Any, str, Any]] = []  # a wrapper is a function, or a classmethod around one
 # The decoding loops generate runs (GenerationMixin's, by name): run outside the instrumented generate, they
 # show a generate called around the instrumentation (through the original the wrapper holds).
 DECODING_LOOPS = ("_sample", "_beam_search", "_assisted_decoding")
 
 
-def _replace(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+def _replace(owner: Any, name: str, wrapper: Any) -> None:
     """Put an instrumented ``wrapper`` in place of ``owner.name``, and remember where."""
     setattr(owner, name, wrapper)
     INSTRUMENTED.append((owner, name, wrapper))
@@ -140,7 +142,7 @@ def _publisher() -> Callable[..., Any]:
 
 
 def install(settings: dict[str, Any]) -> dict[str, Any]:
-    """Instrument generate, forward and cuda.synchronize; start recording the notebook."""
+    """Instrument generate, forward and (where CUDA is available) cuda.synchronize; start recording the notebook."""
     if INSTALLED:
         return environment()
     import torch
@@ -154,11 +156,15 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     if settings.get("events"):
         open_events(settings["events"])
     watch_notebook([str(name) for name in settings.get("watch", [])])
+    if settings.get("onnxruntime"):
+        with contextlib.suppress(Exception):  # no onnxruntime in this environment: sessions are described as they say
+            instrument_onnxruntime()
     _replace(GenerationMixin, "generate", _instrumented_generate(GenerationMixin.generate))
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):
             _replace(GenerationMixin, name, _instrumented_loop(vars(GenerationMixin)[name]))
-    _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))
+    if torch.cuda.is_available():  # only judged on CUDA: without it, a notebook may stub it out harmlessly
+        _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))
     _replace(transformers.PreTrainedModel, "__call__", _instrumenting_forward(torch.nn.Module.__call__))
     _replace(transformers.PreTrainedModel, "post_init", _instrumenting_forward(transformers.PreTrainedModel.post_init))
     # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and
@@ -172,6 +178,9 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         for name in TOKENIZER_ENTRY_POINTS:
             if name in vars(cls):
                 _replace(cls, name, _instrumented_tokenizer_call(vars(cls)[name]))
+    # Which id each tokenizer is loaded from, recorded as it loads (its name_or_path can be set to anything).
+    loader = vars(transformers.PreTrainedTokenizerBase)["from_pretrained"]
+    _replace(transformers.PreTrainedTokenizerBase, "from_pretrained", classmethod(_instrumented_tokenizer_load(loader.__func__)))
     speed_up_masks()
     INSTALLED["transformers"] = transformers.__version__
     return environment()

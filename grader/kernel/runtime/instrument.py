@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         Setting,
         SynchronizeEvent,
         TokenizeEvent,
+        TokenizerEvent,
     )
     from grader.kernel.runtime.base import (
         MAX_EVENTS,
@@ -72,6 +73,7 @@ class Recorder:
         self.call_models: dict[int, ModelSeen] = {}  # the models the current call ran, as they were when it ran them
         self.notebook_models: dict[int, ModelSeen] = {}  # the models the notebook's cells ran
         self.call_dropped = 0
+        self.arguments: list[Any] = []  # the models the current call was given (a part of one run alone is that model)
         # Where each thread is (inside a generate, a forward pass, a tokenizer call): a generate run in a worker thread
         # (a thread pool, a streamer) is recorded like one on the main thread, and two threads do not nest.
         self.threads = threading.local()
@@ -135,14 +137,19 @@ class Recorder:
 
     def remember(self, model: Any) -> None:
         """Describe a model the first time it runs in the current scope (a call, or the notebook's cells), as a
-        ``model`` event (see ``seen_model``)."""
+        ``model`` event (see ``seen_model``); and again each time it runs as something else than it was (its layers
+        or weights swapped for another model's after its first run: the grader sees the serial change kind)."""
         seen = self.call_models if self.call is not None else self.notebook_models
         serial = model_serial(model)
-        if serial in seen:
-            return
         with contextlib.suppress(Exception):  # a model that cannot be described is named by its serial alone
-            seen[serial] = seen_model(model)
-            entry = seen[serial]
+            entry = seen_model(model)
+            before = seen.get(serial)
+            if before is not None and (before["quantization"], before["fingerprint"]) == (
+                entry["quantization"],
+                entry["fingerprint"],
+            ):
+                return
+            seen[serial] = entry
             self.record(
                 {
                     "type": "model",
@@ -186,20 +193,13 @@ def model_serial(model: Any) -> int:
         return 0
 
 
-QUANTIZATION_LABELS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
-
-
 def quantization_label(model: Any) -> str | None:
     """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model (``"partial"`` if some layers were skipped), else None.
 
     Read from the layers that loaded (see :func:`linear_layers`), not from ``is_loaded_in_8bit`` and
-    the config: a model whose every layer was skipped is a float model. Worked out once per model.
+    the config: a model whose every layer was skipped is a float model. Worked out each time (a model's layers can be
+    swapped for another's after it first ran).
     """
-    try:
-        if model in QUANTIZATION_LABELS:
-            return QUANTIZATION_LABELS[model]
-    except TypeError:  # not weak-referenceable or not hashable
-        pass
     try:
         layers = linear_layers(model)
     except Exception:  # not a torch model
@@ -211,8 +211,6 @@ def quantization_label(model: Any) -> str | None:
         label = layers["quant_types"][0] if len(layers["quant_types"]) == 1 else "4bit"
     elif layers["int8"] or layers["4bit"]:
         label = "partial"  # some linear layers skipped
-    with contextlib.suppress(TypeError):
-        QUANTIZATION_LABELS[model] = label
     return label
 
 
@@ -391,6 +389,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "output_shape": None,
         "output_ids": None,
         "new_tokens": None,
+        "cut_short": False,
         "pause": None,
         "paced_s": None,
     }
@@ -446,7 +445,15 @@ def record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kw
         if sequences is not None and inputs is not None and sequences.dim() == 2:
             event["output_shape"] = list(sequences.shape)
             event["output_ids"] = sequences[0].tolist()[:MAX_IDS]
-            event["new_tokens"] = _new_token_counts(sequences, inputs.shape[-1], _eos_ids(model, kwargs))
+            eos_ids = _eos_ids(model, kwargs)
+            event["new_tokens"] = _new_token_counts(sequences, inputs.shape[-1], eos_ids)
+            generated = int(sequences.shape[1]) - int(inputs.shape[-1])
+            limit = event["new_tokens_limit"]
+            event["cut_short"] = (
+                isinstance(limit, int)
+                and generated < limit
+                and any(not any(token in eos_ids for token in row) for row in sequences[:, inputs.shape[-1] :].tolist())
+            )
 
 
 def _autocast(device: str) -> str | None:
@@ -561,6 +568,26 @@ def _instrumented_tokenizer_call(original: Callable[..., Any]) -> Callable[..., 
     return __call__
 
 
+def _instrumented_tokenizer_load(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a tokenizer class's ``from_pretrained`` (the function inside the classmethod): record each tokenizer it
+    returns, by serial, with the id or folder it was asked for, as it loads (see ``TokenizerEvent``)."""
+
+    @_wraps(original)
+    def from_pretrained(cls: Any, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any) -> Any:
+        tokenizer = original(cls, pretrained_model_name_or_path, *args, **kwargs)
+        with contextlib.suppress(Exception):  # a source that cannot be named is not recorded
+            source = os.fspath(pretrained_model_name_or_path)
+            event: TokenizerEvent = {
+                "type": "tokenizer",
+                "serial": model_serial(tokenizer),
+                "source": source if isinstance(source, str) else os.fsdecode(source),
+            }
+            RECORDER.record(event)
+        return tokenizer
+
+    return from_pretrained
+
+
 def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def synchronize(*args: Any, **kwargs: Any) -> Any:
@@ -630,6 +657,7 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             event = forward_event(self, args, kwargs)
             RECORDER.remember(self)
         stack.append(self)
+        watch = _watch_grad(event) if event is not None else None
         try:
             output = original(self, *args, **kwargs)
             if event is not None:
@@ -640,6 +668,8 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:
             stack.pop()
+            for handle in watch or ():
+                handle.remove()
             if event is not None:
                 # Recorded once complete (a record leaves the instrumentation as it is made).
                 event["end"] = RECORDER.now()
@@ -648,6 +678,26 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
 
     forward.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
     return forward
+
+
+def _watch_grad(event: ForwardEvent) -> list[Any]:
+    """While a recorded pass runs, every module it runs (its layers, its head) says whether gradients are on as it
+    starts and as it ends: a pass whose grad mode is switched on inside it (from a layer's hook) ran with gradients."""
+    import torch
+
+    thread = event["thread"]
+
+    def sample(*_: Any) -> None:
+        if not event["grad_enabled"] and torch.is_grad_enabled() and threading.get_native_id() == thread:
+            event["grad_enabled"] = True
+
+    try:
+        return [
+            torch.nn.modules.module.register_module_forward_pre_hook(sample),
+            torch.nn.modules.module.register_module_forward_hook(sample),
+        ]
+    except Exception:  # a torch without global module hooks: the pass's own sample alone
+        return []
 
 
 def _holds(parent: Any, child: Any) -> bool:
@@ -713,6 +763,9 @@ def forward_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         "has_labels": labels is not None,
         "has_attention_mask": attention_mask is not None,
         "nested": bool(RECORDER.forward_stack),
+        "part_of": next(
+            (model_serial(given) for given in RECORDER.arguments if given is not model and _holds(given, model)), None
+        ),
         "end": 0.0,
         "error": None,
         "output_requires_grad": None,

@@ -164,6 +164,22 @@ def _exception(error: BaseException, skip_frames: int = 0) -> ExceptionAnswer:
     }
 
 
+@contextlib.contextmanager
+def _cuda_said_available() -> Iterator[None]:
+    """While a call runs on a machine without CUDA, ``torch.cuda.is_available()`` answers True (put back after)."""
+    import torch
+
+    original = torch.cuda.is_available
+    if original():
+        yield
+        return
+    torch.cuda.is_available = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_available = original
+
+
 def op_call(request: CallRequest) -> Answer:
     """Call a student function with arguments built from recipes; report what happened."""
     name = request["function"]
@@ -192,13 +208,15 @@ def op_call(request: CallRequest) -> Answer:
     RECORDER.record(
         {"type": "arguments", "models": {str(serial): label for serial, label in model_arguments(args, kwargs).items()}}
     )
+    RECORDER.arguments = [model for _, model in _given_models(args, kwargs)]
     RECORDER.paced = request["paced"]
     RECORDER.pace_s = request["pace_s"]
     RECORDER.pauses = 0
     RECORDER.paced_prompts = set()
     result: Answer = {"status": "returned"}
     watching = _watch_figures() if request["figures"] else contextlib.nullcontext()
-    with _capture() as captured, watching, _watch_functions(namespace, request["watch"]):
+    cuda = _cuda_said_available() if request.get("cuda") else contextlib.nullcontext()
+    with _capture() as captured, watching, cuda, _watch_functions(namespace, request["watch"]):
         started = _perf_counter()
         start_clock = RECORDER.now()
         try:
@@ -230,6 +248,7 @@ def op_call(request: CallRequest) -> Answer:
     )
     RECORDER.call = None
     RECORDER.call_models = {}
+    RECORDER.arguments = []
     RECORDER.paced = False
     RECORDER.pace_s = 0.0
     return result
@@ -261,15 +280,23 @@ def model_arguments(args: list[Any], kwargs: dict[str, Any]) -> dict[int, str]:
     """The models a call was given, by serial: each named by where it was passed (``argument 1``, ``keyword model``,
     ``argument 1['int8']`` for one inside a dict or list), which the grader's reference side names alike whatever
     the function calls its parameters."""
+    found: dict[int, str] = {}
+    for label, model in _given_models(args, kwargs):
+        found.setdefault(model_serial(model), label)
+    return found
+
+
+def _given_models(args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The models among a call's arguments (or inside a dict or list it was given), each with where it was passed."""
     named: dict[str, Any] = {f"argument {index + 1}": value for index, value in enumerate(args)}
     named |= {f"keyword {name}": value for name, value in kwargs.items()}
-    found: dict[int, str] = {}
+    given = []
     for name, value in named.items():
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
         for key, item in [(None, value), *items]:
             if _is_model(item):
-                found.setdefault(model_serial(item), name if key is None else f"{name}[{key!r}]")
-    return found
+                given.append((name if key is None else f"{name}[{key!r}]", item))
+    return given
 
 
 def seen_model(model: Any) -> ModelSeen:
@@ -382,15 +409,52 @@ def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..
 NOTEBOOK_WATCHED: dict[str, tuple[Any, Any]] = {}
 
 
+def watch_definition(name: str) -> Callable[[Any], Any]:
+    """A decorator the runtime puts on each watched notebook function's ``def`` (see :func:`watch_notebook`): the
+    function as defined, watched from its definition on (its calls in the very cell that defines it included)."""
+
+    def decorate(function: Any) -> Any:
+        if not callable(function):
+            return function
+        watcher = _watched(name, function, "notebook")
+        NOTEBOOK_WATCHED[name] = (function, watcher)
+        return watcher
+
+    return decorate
+
+
+def _watching_definitions(names: list[str]) -> Any:
+    """An IPython AST transformer that decorates each cell's top-level ``def`` of a watched name with
+    :func:`watch_definition` (reached through ``sys.modules``: the notebook's namespace is left alone)."""
+    import ast
+
+    module = __name__
+
+    class WatchDefinitions(ast.NodeTransformer):
+        def visit_Module(self, node: ast.Module) -> ast.Module:
+            for statement in node.body:
+                if isinstance(statement, ast.FunctionDef) and statement.name in names:
+                    decorator = ast.parse(
+                        f"__import__('sys').modules[{module!r}].watch_definition({statement.name!r})", mode="eval"
+                    ).body
+                    ast.copy_location(decorator, statement)
+                    statement.decorator_list.insert(0, decorator)  # outermost: the function as the notebook made it
+            return node
+
+    return WatchDefinitions()
+
+
 def watch_notebook(names: list[str]) -> None:
-    """After each cell, put a watcher in place of each named notebook function the cell (re)defined, so that what the
-    notebook's own calls of it gave is recorded (notebook events; a function called in the very cell that defines it
-    is seen from its next definition on)."""
+    """Watch each named notebook function, so that what the notebook's own calls of it gave is recorded (notebook
+    events): decorated where the cell defines it (a call in that very cell included), and, after each cell, put in
+    place of a function defined another way (an assignment, an exec)."""
     from IPython import get_ipython
 
     shell = get_ipython()
     if shell is None or not names:
         return
+    with contextlib.suppress(Exception):  # an IPython without AST transformers: after each cell alone
+        shell.ast_transformers.append(_watching_definitions(names))
 
     def after_cell(*_: Any) -> None:
         namespace = shell.user_ns

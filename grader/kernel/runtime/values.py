@@ -5,10 +5,12 @@ A part of the grader's runtime (see :mod:`grader.kernel.runtime`): in the kernel
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +80,8 @@ def describe(value: Any, depth: int = 0) -> Any:
         return {
             "kind": "tokenizer",
             "type": _type_name(value),
+            "serial": model_serial(value),
+            "files": _tokenizer_files(value),
             "name_or_path": str(getattr(value, "name_or_path", "")),
             "pad_token": getattr(value, "pad_token", None),
             "padding_side": getattr(value, "padding_side", None),
@@ -135,6 +139,11 @@ def _describe_torch(value: Any, depth: int) -> Any:
 
 
 def _describe_frame(frame: Any, depth: int) -> Any:
+    # A named index (``set_index("prompt_tokens")``) is data a reader sees as a column: described as one.
+    names = [name for name in getattr(frame.index, "names", []) if name is not None]
+    if names and not any(name in frame.columns for name in names):
+        with contextlib.suppress(Exception):
+            frame = frame.reset_index()
     rows = frame.head(MAX_ITEMS)
     return {
         "kind": "dataframe",
@@ -150,6 +159,18 @@ def _is_pretrained_model(value: Any) -> bool:
     if transformers is None:
         return False
     return isinstance(value, transformers.PreTrainedModel)
+
+
+def _tokenizer_files(tokenizer: Any) -> str:
+    """Where a tokenizer's vocabulary was read from (its vocab or tokenizer file's path, kept by from_pretrained and by
+    a copy of the tokenizer); "" when it says nothing."""
+    with contextlib.suppress(Exception):
+        kwargs = getattr(tokenizer, "init_kwargs", None) or {}
+        for name in ("tokenizer_file", "vocab_file"):
+            path = kwargs.get(name)
+            if isinstance(path, str) and path:
+                return path[:500]
+    return ""
 
 
 def _is_tokenizer(value: Any) -> bool:
@@ -191,6 +212,7 @@ def describe_model(model: Any) -> dict[str, Any]:
 # Config fields that fix a causal LM's shape (GPT-2's names and the common ones).
 SHAPE_FIELDS = ("model_type", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "hidden_size", "num_hidden_layers")
 FINGERPRINT_VALUES = 16  # values of the input embedding kept: two models trained apart differ in every one
+FINGERPRINT_ROWS = 8192  # the embedding rows they are spread over (the zoo's vocabulary; the start of a larger one)
 
 
 def linear_layers(model: Any) -> dict[str, Any]:
@@ -228,18 +250,24 @@ def linear_layers(model: Any) -> dict[str, Any]:
 
 
 def model_fingerprint(model: Any) -> dict[str, Any]:
-    """Which weights a model holds: its config's sizes and the first values of its input embedding."""
+    """Which weights a model holds (its config's sizes and values of its input embedding), and how many forward hooks
+    its modules carry (a model loads with none: a hook is work the notebook added to every forward)."""
     config = getattr(model, "config", None)
     sizes = {name: getattr(config, name) for name in SHAPE_FIELDS if isinstance(getattr(config, name, None), (int, str))}
     try:
         # Values spread over the whole embedding (not only its first row): patching a few of them onto
         # another model does not make it this one.
-        flat = model.get_input_embeddings().weight.detach().flatten()
+        # From the first FINGERPRINT_ROWS rows: tokens added to the vocabulary (a [PAD] token, resize_token_embeddings)
+        # append rows, and the same model still reads the same values.
+        flat = model.get_input_embeddings().weight.detach()[:FINGERPRINT_ROWS].flatten()
         step = max(1, flat.numel() // FINGERPRINT_VALUES)
         values = [float(value) for value in flat[::step][:FINGERPRINT_VALUES].float().cpu().tolist()]
     except Exception:  # no embedding to read: the sizes alone
         values = []
-    return {"sizes": sizes, "embedding": values}
+    hooks = 0
+    with contextlib.suppress(Exception):
+        hooks = sum(len(module._forward_hooks) + len(module._forward_pre_hooks) for module in model.modules())
+    return {"sizes": sizes, "embedding": values, "hooks": hooks}
 
 
 def _ort_model_class() -> Any:
@@ -267,19 +295,27 @@ def _live_session(model: Any) -> Any:
 
 
 def describe_onnx_model(model: Any) -> dict[str, Any]:
-    """An ONNX Runtime model (Optimum's ORTModel...): its class, the ONNX file its session runs, its providers."""
+    """An ONNX Runtime model (Optimum's ORTModel...): its class and serial, the ONNX file its session was created from
+    (as recorded when it was created, where onnxruntime was instrumented by then), its providers and config sizes."""
+    with contextlib.suppress(Exception):  # from now on, the sessions a notebook creates are recorded as they are made
+        instrument_onnxruntime()
     session = _live_session(model)
-    path = getattr(session, "_model_path", None) if session is not None else None
+    record = SESSION_SOURCES.get(session) if session is not None else None
+    path = record.get("path") if record is not None else getattr(session, "_model_path", None) if session is not None else None
     try:
         providers = [str(provider) for provider in session.get_providers()] if session is not None else []
     except Exception:  # a broken session is still described
         providers = []
+    config = getattr(model, "config", None)
+    sizes = {name: getattr(config, name) for name in SHAPE_FIELDS if isinstance(getattr(config, name, None), (int, str))}
     return {
         "kind": "onnx_model",
         "type": _type_name(model),
+        "serial": model_serial(model),
         "path": str(path) if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__") else "",
         "providers": providers,
-        "name_or_path": str(getattr(getattr(model, "config", None), "_name_or_path", "")),
+        "name_or_path": str(getattr(config, "_name_or_path", "")),
+        "sizes": sizes,
     }
 
 
@@ -290,15 +326,62 @@ INTEGER_MATMULS = frozenset(
 )
 INT8_TYPES = (2, 3)  # onnx.TensorProto.UINT8, INT8
 FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+# Operators that hand their first input on unchanged in value (a weight read through them is still that weight).
+PASS_THROUGH = frozenset({"Identity", "Cast", "CastLike", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand"})
+
+
+def _graph_constants(graph: Any, outer: dict[str, Any]) -> dict[str, Any]:
+    """The constant tensors a graph can read, by name: its initializers, its Constant nodes' values, and the enclosing
+    graph's constants (a subgraph reads them by name)."""
+    constants = dict(outer)
+    constants.update({initializer.name: initializer for initializer in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            for attribute in node.attribute:
+                if attribute.name == "value" and attribute.HasField("t"):
+                    constants[node.output[0]] = attribute.t
+    return constants
+
+
+def _weight_source(name: str, producers: dict[str, Any], constants: dict[str, Any]) -> tuple[str, Any] | None:
+    """Where a product's input comes from, read through pass-through operators (Identity, Cast, Reshape, Transpose,
+    ...): ``("float", tensor)`` or ``("int8", tensor)`` for a constant, ``("dequantized", tensor)`` for a
+    DequantizeLinear of an 8-bit constant; None for anything computed (an activation)."""
+    for _ in range(32):  # a chain of pass-through operators, not a cycle
+        if name in constants:
+            tensor = constants[name]
+            kind = "int8" if tensor.data_type in INT8_TYPES else "float" if tensor.data_type in FLOAT_TYPES else None
+            return (kind, tensor) if kind else None
+        node = producers.get(name)
+        if node is None or not node.input:
+            return None
+        if node.op_type == "DequantizeLinear":
+            source = _weight_source(node.input[0], producers, constants)
+            return ("dequantized", source[1]) if source is not None and source[0] == "int8" else None
+        if node.op_type not in PASS_THROUGH:
+            return None
+        name = node.input[0]
+    return None
+
+
+def _all_zero(tensor: Any) -> bool:
+    """Whether an 8-bit constant holds only zeros (a product with it computes nothing); False where its values are
+    stored outside the graph (external data, not read)."""
+    if tensor.data_location == 1:  # onnx.TensorProto.EXTERNAL
+        return False
+    if tensor.raw_data:
+        return not any(tensor.raw_data)
+    return not any(tensor.int32_data)
 
 
 def graph_summary(graph_model: Any) -> dict[str, Any]:
     """What an ONNX graph computes, in counts: integer matrix products and int8 weights on the path to its outputs.
 
-    A node is on the main path when one of the graph's outputs depends on it. A MatMul or Gemm fed
-    by a DequantizeLinear of an 8-bit initializer (the QDQ format) counts as an integer product,
-    since ONNX Runtime fuses it into one; a MatMul or Gemm with a float initializer as weight is a
-    float product.
+    A node is on the main path when one of the graph's outputs depends on it. Weights are traced through pass-through
+    operators (Identity, Cast, Reshape, Transpose, ...) to the constants they read (initializers or Constant nodes). An
+    integer product counts where it reads an 8-bit weight that is not all zeros; a MatMul or Gemm fed by a
+    DequantizeLinear of an 8-bit weight (the QDQ format) counts as one too, since ONNX Runtime fuses it into one; a
+    MatMul or Gemm that reads a float weight is a float product.
     """
     operators: dict[str, int] = {}
     int8_total = 0
@@ -306,11 +389,11 @@ def graph_summary(graph_model: Any) -> dict[str, Any]:
     float_weight_main = 0
     int8_main: set[str] = set()
     nodes_total = 0
-    graphs = [graph_model.graph]
+    graphs: list[tuple[Any, dict[str, Any]]] = [(graph_model.graph, {})]
     while graphs:
-        graph = graphs.pop()
-        initializers = {initializer.name: initializer.data_type for initializer in graph.initializer}
-        int8_total += sum(1 for data_type in initializers.values() if data_type in INT8_TYPES)
+        graph, outer = graphs.pop()
+        constants = _graph_constants(graph, outer)
+        int8_total += sum(1 for name, tensor in constants.items() if name not in outer and tensor.data_type in INT8_TYPES)
         producers = {output: node for node in graph.node for output in node.output if output}
         main: set[int] = set()
         pending = [output.name for output in graph.output]
@@ -327,27 +410,26 @@ def graph_summary(graph_model: Any) -> dict[str, Any]:
         for node in graph.node:
             nodes_total += 1
             operators[node.op_type] = operators.get(node.op_type, 0) + 1
-            graphs.extend(attribute.g for attribute in node.attribute if attribute.HasField("g"))
-            on_main = id(node) in main
-            if not on_main:
+            graphs.extend((attribute.g, constants) for attribute in node.attribute if attribute.HasField("g"))
+            if id(node) not in main:
                 continue
-            int8_main.update(name for name in node.input if initializers.get(name) in INT8_TYPES)
+            sources = [(name, _weight_source(name, producers, constants)) for name in node.input if name]
             if node.op_type in INTEGER_MATMULS:
-                integer_main += 1
-            elif node.op_type in ("MatMul", "Gemm"):
-                dequantized = [
-                    producers[name]
-                    for name in node.input
-                    if name in producers
-                    and producers[name].op_type == "DequantizeLinear"
-                    and initializers.get(producers[name].input[0]) in INT8_TYPES
-                ]
-                if dequantized:
+                weights = [(name, source[1]) for name, source in sources if source is not None and source[0] == "int8"]
+                if any(not _all_zero(tensor) for _, tensor in weights):
                     integer_main += 1
-                    int8_main.update(producer.input[0] for producer in dequantized)
-                elif any(initializers.get(name) in FLOAT_TYPES for name in node.input):
+                    int8_main.update(tensor.name or name for name, tensor in weights)
+            elif node.op_type in ("MatMul", "Gemm"):
+                dequantized = [(name, source[1]) for name, source in sources if source is not None and source[0] == "dequantized"]
+                if any(not _all_zero(tensor) for _, tensor in dequantized):
+                    integer_main += 1
+                    int8_main.update(tensor.name or name for name, tensor in dequantized)
+                elif any(source is not None and source[0] == "float" for _, source in sources):
                     float_weight_main += 1
     common = sorted(operators.items(), key=lambda item: (-item[1], item[0]))[:12]
+    past = {
+        name.split(".")[1] for name in (value.name for value in graph_model.graph.input) if name.startswith("past_key_values.")
+    }
     return {
         "nodes": nodes_total,
         "operators": dict(common),
@@ -356,25 +438,99 @@ def graph_summary(graph_model: Any) -> dict[str, Any]:
         "float_weight_matmuls_main": float_weight_main,
         "int8_initializers": int8_total,
         "int8_initializers_main": len(int8_main),
+        "past_layers": len(past),  # the layers whose cache the graph takes (0: exported without a cache)
     }
 
 
+class SessionFileMismatch(ValueError):
+    """The graph a session names (its file, or bytes) is not the one it was created from."""
+
+
+def _file_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _creation_record(source: Any) -> dict[str, Any]:
+    """What a session is created from: its bytes (kept: a session's ``_model_bytes`` can be replaced afterwards), or
+    its file's path, size and digest (a session's ``_model_path`` can be pointed elsewhere afterwards)."""
+    if isinstance(source, (bytes, bytearray)):
+        return {"bytes": bytes(source), "digest": hashlib.sha256(source).hexdigest()}
+    path = os.path.abspath(os.fspath(source))
+    size = os.path.getsize(path)
+    return {"path": path, "size": size, "digest": _file_digest(path) if size <= MAX_ONNX_FILE else None}
+
+
 def _session_graph(session: Any) -> tuple[Any, str]:
-    """The ONNX graph a live session was created from (read here, in the kernel), and where from."""
+    """The ONNX graph a live session was created from (read here, in the kernel), and where from: the bytes or file
+    recorded when it was created (its file unchanged since), else the bytes or file it names, held against what the
+    session itself reports of the graph it runs (its producer, graph name, metadata, inputs and outputs)."""
 
     import onnx
 
+    record = SESSION_SOURCES.get(session)
+    if record is not None and "bytes" in record:
+        if len(record["bytes"]) > MAX_ONNX_FILE:
+            raise ValueError(f"the session's model is {len(record['bytes'])} bytes, more than the grader reads")
+        return onnx.load_from_string(record["bytes"]), "bytes"
+    if record is not None:
+        path = record["path"]
+        if record["digest"] is None or os.path.getsize(path) > MAX_ONNX_FILE:
+            raise ValueError("the session's model file is larger than the grader reads")
+        if os.path.getsize(path) != record["size"] or _file_digest(path) != record["digest"]:
+            raise SessionFileMismatch("the file the session was created from has changed since")
+        return onnx.load(path, load_external_data=False), os.path.basename(path)
     model_bytes = getattr(session, "_model_bytes", None)
     if isinstance(model_bytes, bytes):
         if len(model_bytes) > MAX_ONNX_FILE:
             raise ValueError(f"the session's model is {len(model_bytes)} bytes, more than the grader reads")
-        return onnx.load_from_string(model_bytes), "bytes"
-    path = getattr(session, "_model_path", None)
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError("the session names no model file")
-    if os.path.getsize(path) > MAX_ONNX_FILE:
-        raise ValueError("the session's model file is larger than the grader reads")
-    return onnx.load(os.fspath(path), load_external_data=False), os.path.basename(os.fspath(path))
+        graph_model, source = onnx.load_from_string(model_bytes), "bytes"
+    else:
+        path = getattr(session, "_model_path", None)
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError("the session names no model file")
+        if os.path.getsize(path) > MAX_ONNX_FILE:
+            raise ValueError("the session's model file is larger than the grader reads")
+        graph_model, source = onnx.load(os.fspath(path), load_external_data=False), os.path.basename(os.fspath(path))
+    _verify_session_runs(session, graph_model)
+    return graph_model, source
+
+
+def _verify_session_runs(session: Any, graph_model: Any) -> None:
+    """Raise :class:`SessionFileMismatch` where what the live session reports of the graph it runs (its native
+    session's metadata, inputs and outputs, which Python code cannot rewrite) is not what ``graph_model`` says."""
+    native = getattr(session, "_sess", None)
+    if native is None:
+        return
+    try:
+        meta = native.model_meta
+        ran = {
+            "producer": str(meta.producer_name),
+            "graph": str(meta.graph_name),
+            "description": str(meta.description),
+            "metadata": dict(meta.custom_metadata_map),
+            "inputs": sorted(str(value.name) for value in native.inputs_meta),
+            "outputs": sorted(str(value.name) for value in native.outputs_meta),
+        }
+    except Exception:  # a native session that reports nothing: nothing to hold the file against
+        return
+    graph = graph_model.graph
+    constants = {initializer.name for initializer in graph.initializer}
+    named = {
+        "producer": str(graph_model.producer_name),
+        "graph": str(graph.name),
+        "description": str(graph_model.doc_string),
+        "metadata": {prop.key: prop.value for prop in graph_model.metadata_props},
+        "inputs": sorted(value.name for value in graph.input if value.name not in constants),
+        "outputs": sorted(value.name for value in graph.output),
+    }
+    differ = [field for field in ran if ran[field] != named[field]]
+    if differ:
+        raise SessionFileMismatch(f"the graph the session names differs from the one it runs in its {', '.join(differ)}")
 
 
 def op_onnx_graph(request: OnnxGraphRequest) -> Answer:
@@ -429,16 +585,34 @@ def _probe_session(model: Any, session: Any) -> dict[str, Any]:
 GRADER_SESSIONS: set[int] = set()
 
 
+# What each session was created from (see _creation_record), recorded as it is created once onnxruntime is
+# instrumented: the graph a session runs is read from there, not from attributes the notebook can reassign.
+SESSION_SOURCES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def instrument_onnxruntime() -> None:
-    """Record every ``InferenceSession.run`` as an ``onnx_run`` event (once; only when onnxruntime is used)."""
+    """Record what every ``InferenceSession`` is created from, and every ``run`` as an ``onnx_run`` event (once; only
+    when onnxruntime is used)."""
     if INSTALLED.get("onnxruntime"):
         return
     import onnxruntime
 
     cls = onnxruntime.InferenceSession
+    _replace(cls, "__init__", _instrumented_session_init(cls.__init__))
     _replace(cls, "run", _instrumented_session_run(cls.run))
     _replace(cls, "run_with_iobinding", _instrumented_session_run(cls.run_with_iobinding, iobinding=True))
     INSTALLED["onnxruntime"] = onnxruntime.__version__
+
+
+def _instrumented_session_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    @_wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        source = args[0] if args else kwargs.get("path_or_bytes")
+        with contextlib.suppress(Exception):  # a source that cannot be read is named by the session alone
+            SESSION_SOURCES[self] = _creation_record(source)
+
+    return __init__
 
 
 def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = False) -> Callable[..., Any]:
