@@ -653,3 +653,11 @@ def test_extract_keeps_span_and_sentence() -> None:
 )
 def test_extract_leaves_out_non_claims(text: str) -> None:
     assert extract_claims(text) == []
+
+
+def test_a_fold_claim_is_read_as_its_number_word() -> None:
+    """ "twofold" and "threefold" are 2x and 3x (a "threefold" once raised KeyError and cost an honest answer its check)."""
+    (twofold,) = check_claims("The INT8 run was roughly twofold slower than FP32.", FACTS)
+    assert twofold.verdict == "agrees" and "1.8x slower" in twofold.message
+    (threefold,) = check_claims("INT8 took threefold the latency of FP32.", FACTS)
+    assert threefold.verdict == "contradicts" and "1.8x" in threefold.message

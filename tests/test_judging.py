@@ -88,7 +88,12 @@ def test_generated_anything_reads_the_output_width_when_no_counts_were_recorded(
 def _notebook(*markdown: str) -> Any:
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_markdown_cell(text) for text in markdown]
-    return types.SimpleNamespace(notebook=notebook)
+    # The rubric's written answers of the section: each answer is read between its own title and the next question's.
+    checks = [
+        types.SimpleNamespace(kind="written_answer", params={"section": "Results", "question": question})
+        for question in ("Setup", "Trends")
+    ]
+    return types.SimpleNamespace(notebook=notebook, rubric=types.SimpleNamespace(checks=checks))
 
 
 QUESTIONS = (
@@ -380,7 +385,7 @@ def test_a_float16_run_on_cuda_is_judged_by_the_dtype_of_the_timed_model() -> No
 
     from grader.kernel.harness import CallOutcome
 
-    params = PrecisionSweepParams(function="sweep_precisions", prompts=["p"], precisions=["float32", "float16"])
+    params = PrecisionSweepParams(function="sweep_precisions", prompts=["p", "q"], precisions=["float32", "float16"])
     fp32 = [generate(0.0, 0.1, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
     fp32 += [generate(0.2, 0.4, model_serial=1, model_dtype="torch.float32", max_new_tokens=8)]
     fp16 = [generate(1.0, 1.1, model_serial=2, model_dtype="torch.float16", max_new_tokens=8)]

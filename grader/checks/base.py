@@ -198,11 +198,12 @@ class CheckContext:
         pace_s: float = 0.0,
         figures: bool = False,
         watch: tuple[str, ...] = (),
+        cuda: bool = False,
         **kwargs: Recipe,
     ) -> CallOutcome:
         """Call the student's ``function`` in the kernel (arguments are recipes; see :meth:`Harness.call`)."""
         return self.require_harness().call(
-            function, list(args), kwargs, timeout_s=self.timeout_s, pace_s=pace_s, figures=figures, watch=watch
+            function, list(args), kwargs, timeout_s=self.timeout_s, pace_s=pace_s, figures=figures, watch=watch, cuda=cuda
         )
 
     def call_with_model(

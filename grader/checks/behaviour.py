@@ -14,11 +14,12 @@ check written for that argument.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.checks.timing import contains_run, event_rows, max_matching
+from grader.checks.timing import contains_run, event_rows, match, max_matching
 from grader.kernel.protocol import ForwardEvent, GenerateEvent, ModelSeen
 
 # How a model that is none of the call's arguments is named: the hub id its weights are (an "own" model, one the
@@ -63,6 +64,7 @@ class Generation:
     device: str
     input_device: str | None
     new_tokens: tuple[int, ...] | None  # each row's new tokens, up to its end-of-text
+    cut_short: bool  # stopped before its limit with a row short of an end-of-text (max_time, a stopping criterion)
     error: str | None
     event: GenerateEvent = field(compare=False, repr=False)
 
@@ -88,6 +90,7 @@ class Generation:
             device=str(event["model_device"]).split(":")[0],
             input_device=str(event["input_device"]).split(":")[0] if event["input_device"] else None,
             new_tokens=tuple(int(count) for count in counts) if isinstance(counts, list) else None,
+            cut_short=bool(event["cut_short"]),
             error=event["error"],
             event=event,
         )
@@ -119,7 +122,7 @@ class Pass:
         rows = event["rows"]
         shape = event["input_shape"] or []
         return cls(
-            model=labels.get(event["model_serial"], ANOTHER),
+            model=labels.get(event["part_of"] or event["model_serial"], ANOTHER),
             rows=tuple(tuple(row) for row in rows) if isinstance(rows, list) else None,
             size=int(shape[0]) if shape and isinstance(shape[0], int) else 0,
             width=int(shape[1]) if len(shape) > 1 and isinstance(shape[1], int) else 0,
@@ -149,7 +152,9 @@ class Behaviour:
         """A call's record (a kernel's answer, or the reference's trace), its models named as :func:`model_labels` says."""
         labels = model_labels(models, identify)
         generations = tuple(Generation.of(event, labels) for event in events if event["type"] == "generate")
-        passes = tuple(Pass.of(event, labels) for event in events if event["type"] == "forward" and not event["nested"])
+        # A pass run inside another model's pass (from its hook) is a pass of its own; a model's own parts (GPT2Model
+        # inside GPT2LMHeadModel) are not recorded apart.
+        passes = tuple(Pass.of(event, labels) for event in events if event["type"] == "forward")
         return cls(generations, passes)
 
     def required(self) -> list[Generation]:
@@ -191,8 +196,14 @@ def carrying(reference_tokenizer: Any) -> RowFit:
     """A row fits wanted ids when it holds them as one run (special tokens, a template or padding around them
     allowed), or when its text holds theirs (a template may tokenize the edges differently)."""
 
+    eos = getattr(reference_tokenizer, "eos_token_id", None)
+
     def fits(found: list[int], wanted: list[int]) -> bool:
-        if found == wanted or contains_run(found, wanted):
+        if found == wanted:
+            return True
+        if eos is not None and found and found[-1] == eos and (not wanted or wanted[-1] != eos):
+            return False  # an end-of-text after the prompt: the model starts a new document, not its continuation
+        if contains_run(found, wanted):
             return True
         text = str(reference_tokenizer.decode(wanted, skip_special_tokens=True)).strip()
         return bool(text) and text in str(reference_tokenizer.decode(found, skip_special_tokens=True))
@@ -208,11 +219,14 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             differ.append("model")
         elif aspect == "rows" and not _rows_fit(found.rows, wanted.rows, fits):
             differ.append("rows")
-        elif aspect == "limit" and found.limit != wanted.limit:
+        elif aspect == "limit" and (found.limit != wanted.limit or (found.cut_short and not wanted.cut_short)):
             differ.append("limit")
         elif aspect == "use_cache" and found.use_cache != wanted.use_cache:
             differ.append("use_cache")
-        elif aspect == "padding" and wanted.padding is not None and found.padding != wanted.padding:
+        elif aspect == "padding" and (
+            (wanted.padding is not None and found.padding != wanted.padding)
+            or (found.padding == "right" and wanted.padding != "right")  # it generates after its padding
+        ):
             differ.append("padding")
         elif aspect == "dtype" and found.dtype != wanted.dtype:
             differ.append("dtype")
@@ -246,20 +260,7 @@ def unmatched_generations(
     wanted = reference.required()
     found = [call for call in student.generations if call.error is None]
     options = [[index for index, call in enumerate(found) if not differences(call, need, fits, aspects)] for need in wanted]
-    owner: dict[int, int] = {}
-
-    def assign(need: int, seen: set[int]) -> bool:
-        for index in options[need]:
-            if index not in seen:
-                seen.add(index)
-                if index not in owner or assign(owner[index], seen):
-                    owner[index] = need
-                    return True
-        return False
-
-    for need in range(len(wanted)):
-        assign(need, set())
-    matched = set(owner.values())
+    matched = set(match(options).values())
     missing = []
     for need, call in enumerate(wanted):
         if need in matched:
@@ -299,7 +300,7 @@ def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str]
 DIFFERENCE_TEXT = {
     "model": "another model",
     "rows": "other token ids",
-    "limit": "another limit of new tokens",
+    "limit": "another limit of new tokens (or it stopped short of it: max_time, a stopping criterion)",
     "use_cache": "another use_cache",
     "padding": "another padding side",
     "dtype": "another dtype",
@@ -329,9 +330,7 @@ class PassJudgement:
     found: str
 
 
-def judge_passes(
-    student: Behaviour, reference: Behaviour, batch_size: int | None, fits: RowFit, aspects: Sequence[str]
-) -> PassJudgement:
+def judge_passes(student: Behaviour, reference: Behaviour, batch_size: int | None, aspects: Sequence[str]) -> PassJudgement:
     """The student's forward passes against the reference's, as multisets of batches.
 
     ``aspects``: ``"model"`` (every pass on a model the reference runs), ``"grad"`` (no pass with gradients on where
@@ -355,6 +354,11 @@ def judge_passes(
             )
     if "grad" in aspects and not any(call.grad for call in wanted):
         with_grad = sum(1 for call in passes if call.grad)
+        if student.generations and not reference.generations:
+            problems.append(
+                f"it called model.generate {len(student.generations)} time(s), whose passes cannot be seen to run without "
+                "gradients: compute the loss with the model's forward passes, inside torch.no_grad()"
+            )
         if with_grad:
             problems.append(
                 f"{with_grad} of {len(passes)} forward passes ran with gradients on: wrap the loop in torch.no_grad() "
@@ -372,39 +376,77 @@ def judge_passes(
                 ".to(model.device)"
             )
     if "batches" in aspects:
-        problem = _batching(passes, wanted, batch_size, fits)
+        if student.generations and not reference.generations:
+            problems.append(
+                f"it called model.generate {len(student.generations)} time(s): the loss comes from forward passes of the "
+                "batches alone"
+            )
+        problem = _batching(passes, wanted, batch_size)
         if problem:
             problems.append(problem)
     return PassJudgement(tuple(problems), found)
 
 
-def _batching(passes: Sequence[Pass], wanted: Sequence[Pass], batch_size: int | None, fits: RowFit) -> str:
-    """What is wrong with how the passes batch the reference's texts ("" when nothing)."""
+def padded_row(found: Sequence[int], wanted: Sequence[int]) -> bool:
+    """Whether a forward pass's row is a text: its ids, or its ids with padding (one repeated id) on either side where
+    the pass gave no attention mask to take the padding out."""
+    found, wanted = list(found), list(wanted)
+    if found == wanted:
+        return True
+    extra = len(found) - len(wanted)
+    if extra <= 0 or not wanted:
+        return False
+    if found[: len(wanted)] == wanted and len(set(found[len(wanted) :])) == 1:
+        return True
+    return found[extra:] == wanted and len(set(found[:extra])) == 1
+
+
+def _batching(passes: Sequence[Pass], wanted: Sequence[Pass], batch_size: int | None) -> str:
+    """What is wrong with how the passes batch the reference's texts ("" when nothing): every text run (a text given
+    twice may be run once, weighted: the loss is the same), none in more batches than the reference runs it, in no
+    more batches than the reference makes, each at most ``batch_size`` texts and no wider than its texts need."""
     texts = [row for call in wanted for row in (call.rows or ())]
+    given = Counter(tuple(text) for text in texts)
+    distinct = list(given)
     batches: list[tuple[tuple[int, ...], ...]] = []
+    widths: dict[tuple[tuple[int, ...], ...], int] = {}
     for call in passes:
         if call.rows is None:
             return "a forward pass's token ids could not be read: pass input_ids (and an attention_mask) to the model"
         if call.rows not in batches:
-            batches.append(call.rows)
-    # Each text of the reference covered by exactly one distinct batch's row (a decoy pass covering nothing aside).
-    owners: list[list[int]] = [
-        [number for number, batch in enumerate(batches) for row in batch if fits(list(row), list(text))] for text in texts
-    ]
-    uncovered = sum(1 for owner in owners if not owner)
+            batches.append(call.rows)  # a batch run again (a second pass for the logits) is the same batch
+        widths[call.rows] = max(widths.get(call.rows, 0), call.width)
+    rows = [(number, row) for number, batch in enumerate(batches) for row in batch]
+    # Each text once first, then its further copies: a matching extended this way keeps every text it covered.
+    slots = distinct + [text for text in distinct for _ in range(given[text] - 1)]
+    owner = match([[index for index, (_, row) in enumerate(rows) if padded_row(row, text)] for text in slots])
+    covered = {slots[slot] for slot in owner.values()}
+    uncovered = len(distinct) - len(covered)
     if uncovered:
-        return f"{uncovered} of the {len(texts)} texts were never run whole through the model (every token of every text)"
-    used = sorted({owner[0] for owner in owners})
-    twice = sum(1 for owner in owners if len(set(owner)) > 1)
-    if twice:
-        return f"{twice} of the {len(texts)} texts were run in more than one batch: run each text once"
+        return f"{uncovered} of the {len(distinct)} texts were never run whole through the model (every token of every text)"
+    again = sum(1 for index, (_, row) in enumerate(rows) if index not in owner and any(padded_row(row, t) for t in distinct))
+    if again:
+        return f"{again} text(s) were run in more than one batch: run each text once"
+    used = sorted({rows[index][0] for index in owner})
     sizes = [len(batches[number]) for number in used]
     if batch_size is not None and any(size > batch_size for size in sizes):
         return f"it ran batches of {sizes} texts with batch_size={batch_size}: at most batch_size texts per forward pass"
-    if len(used) != len(wanted):
+    if len(used) > len(wanted):
         how = "one text at a time" if all(size == 1 for size in sizes) else f"in {len(used)} batches of {sizes} texts"
         return (
             f"it ran the {len(texts)} texts {how}, where batches of batch_size={batch_size} make {len(wanted)} forward "
             "passes: tokenize each batch of texts together with padding and run the model once per batch"
+        )
+    # Padding to a multiple (of 8, of 64) is fine; padding every batch to the model's 1,024 positions is not.
+    wide = [
+        (widths[batches[number]], longest)
+        for number in used
+        for longest in [max((len(row) for row in batches[number]), default=0)]
+        if widths[batches[number]] > 2 * longest + 64
+    ]
+    if wide:
+        return (
+            f"a batch of texts of at most {wide[0][1]} tokens was padded to {wide[0][0]} positions: pad each batch to its "
+            "longest text (padding=True), not to a fixed length"
         )
     return ""

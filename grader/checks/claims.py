@@ -288,6 +288,7 @@ _WORD_VALUES = {
     "nine": 9.0,
     "ten": 10.0,
 }
+_WORD_VALUE = re.compile("|".join(_WORD_VALUES))  # the number word a "three times" or "threefold" starts with
 _WORD_NUMBER = re.compile(r"\b(?:" + "|".join(f"(?P<w{i}>{p})" for i, (p, _, _) in enumerate(_WORD_NUMBERS)) + r")\b", re.I)
 
 _COUNT_FOLLOWERS = frozenset(
@@ -419,7 +420,7 @@ def _numbers(masked: str) -> list[_Num]:
         kind = next(_WORD_NUMBERS[i][2] for i in range(len(_WORD_NUMBERS)) if m.group(f"w{i}"))
         value = next(_WORD_NUMBERS[i][1] for i in range(len(_WORD_NUMBERS)) if m.group(f"w{i}"))
         if kind in ("times", "fold"):
-            value = _WORD_VALUES[re.match(r"[a-z]+", m.group().lower()).group()]  # type: ignore[union-attr]
+            value = _WORD_VALUES[_WORD_VALUE.match(m.group().lower()).group()]  # type: ignore[union-attr]
         after = masked[m.end() : m.end() + 40]
         if kind in ("ratio", "times") and (_NOT_A_COMPARISON_AFTER.match(after) and not re.match(r"\s*[.,;)]", after)):
             continue

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
 from grader.checks.claims import Fact, check_claims
-from grader.discover.notebook import markdown_section, section_cells
+from grader.discover.notebook import markdown_after, markdown_section, section_cells
 from grader.kernel.values import Frame, is_number
 
 # A question title: a numbered item opening in bold ("1.  **Memory Scaling:**"), a whole line in
@@ -327,6 +327,18 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
         titles = sum(1 for line in section.splitlines() if _title(line) and not line.lstrip().startswith("#"))
         if len(_own_words(loose, params.prompt)) >= params.min_words * max(titles, 1):
             text = loose
+    if len(_own_words(text, params.prompt)) < params.min_words:
+        # Or under a heading of the student's own after the section ("## My analysis", "#### Q1 - Memory Scaling"),
+        # under the question's own title there.
+        later = [
+            _without_placeholder(block).strip()
+            for block in answer_blocks(
+                markdown_after(context.notebook, params.section), params.question, questions or [params.question]
+            )
+        ]
+        later = [block for block in later if len(_own_words(block, params.prompt)) >= params.min_words]
+        if later:
+            text = max(later, key=lambda block: len(_own_words(block, params.prompt)))
     if not text and any(re.search(r"\bTODO\b", block) for block in blocks):
         return Verdict.failed(
             f"The answer to '{params.question}' still reads TODO: replace the placeholder with your own analysis.",

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 
 _NEGATION = re.compile(r"(?<![\w])(?:false|off|disabled?|no|none|without|w/o|0|✗|❌|not)(?![\w])")
+# "not quantized", "non-quantized", "w/o quantization": the model the others are compared with, not a quantized one.
+_NOT_QUANTIZED = r"(?:\bnot|\bnon|\bno|\bwithout|\bw\s*,\s*o)[\s_-]*quantiz\w*"
 _CACHE = re.compile(r"(?:kv[\s_-]*)?cache|use[\s_-]*cache")
 _BATCH = (
     re.compile(r"\b(?:batch(?:[\s_-]*size)?|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
@@ -61,8 +63,8 @@ def read_scenario(label: object) -> Scenario:
             batch_size = int(match.group(1))
             break
     return Scenario(
-        baseline=bool(re.search(r"baseline|\bfp32\b|float32|pytorch|original|unquantized|non[\s-]?quantized", text)),
-        quantized=bool(re.search(r"(?<!un)(?<!non[\s-])(?<!non)quantiz|\bint8\b|\bonnx\b|\bptq\b|8[\s-]?bit", text)),
+        baseline=bool(re.search(r"baseline|\bfp32\b|float32|pytorch|original|unquantized|" + _NOT_QUANTIZED, text)),
+        quantized=bool(re.search(r"(?<!un)quantiz|\bint8\b|\bonnx\b|\bptq\b|8[\s-]?bit", re.sub(_NOT_QUANTIZED, " ", text))),
         use_cache=_cache_setting(text),
         padding=padding,
         batch_size=batch_size,

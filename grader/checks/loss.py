@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +24,14 @@ from grader.checks.base import (
     number,
 )
 from grader.checks.identity import other_model
+from grader.checks.numbers import agrees
 from grader.checks.shapes import MODEL, TOKENIZER, items
 from grader.grading.replay import reference_side
-from grader.kernel.harness import literal, model_spec
+from grader.kernel.harness import CallOutcome, literal, model_spec
+from grader.kernel.protocol import Event
 from grader.kernel.values import Model, Tokenizer
 from grader.quiet import quiet_libraries
-from grader.zoo.build import CORPUS_PATH, read_documents
+from grader.zoo.build import CORPUS_PATH, TINY_MODELS, read_documents
 
 GUIDANCE = "add up loss x predicted tokens over all batches, divide by the total number of predicted tokens, then take exp"
 
@@ -61,10 +65,15 @@ class LoaderParams(TargetParams):
         return f"{self.function}({', '.join(map(repr, arguments))})"
 
 
-def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Model]:
+def _loader_outcome(context: CheckContext, params: LoaderParams) -> CallOutcome:
     key = f"loader:{params.function}:{params.model_id}:{params.precision}"
     arguments = [literal(params.model_id)] + ([] if params.precision is None else [literal(params.precision)])
-    outcome = context.once(key, lambda: context.call(params.function, *arguments))
+    outcome: CallOutcome = context.once(key, lambda: context.call(params.function, *arguments))
+    return outcome
+
+
+def _loaded(context: CheckContext, params: LoaderParams) -> tuple[Tokenizer, Model]:
+    outcome = _loader_outcome(context, params)
     value = context.returned(outcome, params.function)
     if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], Model) and isinstance(value[1], Tokenizer):
         raise StopCheck(
@@ -94,6 +103,44 @@ def contract_problems(context: CheckContext, loaded_tokenizer: Tokenizer, loaded
     return problems
 
 
+def _zoo_model(hub_id: str) -> str | None:
+    """The name of the zoo's model that ``hub_id`` loads (None for an id it does not serve)."""
+    return next((model.name for model in TINY_MODELS if hub_id in model.hub_ids), None)
+
+
+def _source_id(source: str) -> str | None:
+    """The hub id a ``from_pretrained`` source names: the id itself, or a hub cache's ``models--org--name`` folder."""
+    if _zoo_model(source):
+        return source
+    folder = re.search(r"models--([^/\\]+)", source)
+    candidate = folder.group(1).replace("--", "/") if folder else None
+    return candidate if candidate and _zoo_model(candidate) else None
+
+
+def tokenizer_origin(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer) -> str | None:
+    """The hub id ``tokenizer`` was loaded from: as the runtime recorded it while it loaded (in the call that returned
+    it, or in the notebook's cells for one made there), else by the hub cache folder its vocabulary was read from (a
+    copy of a loaded tokenizer keeps it). None where neither names an id the zoo serves (a tokenizer saved to a folder
+    of the student's and loaded from there): the grader cannot tell, and does not charge it."""
+    loads: list[Any] = []
+    if tokenizer.serial:
+        loads = [event for event in events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+        if not loads:
+            notebook = context.once("notebook-events", lambda: context.require_harness().notebook_events())
+            loads = [event for event in notebook.events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    recorded = _source_id(loads[-1]["source"]) if loads else None
+    return recorded or _source_id(tokenizer.files)
+
+
+def tokenizer_from_another_id(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer, model_id: str) -> str:
+    """Where a loader's tokenizer came from when that is not ``model_id`` (empty when it is, or cannot be told): the id
+    it was loaded from (another id of the same zoo model passes)."""
+    origin = tokenizer_origin(context, events, tokenizer)
+    if origin is None or _zoo_model(origin) == _zoo_model(model_id):
+        return ""
+    return repr(origin)
+
+
 @check_kind("loader_same_id", LoaderParams)
 def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
     """The loader loads the tokenizer and the model from the id it is given, whichever id that is (and, where the params
@@ -101,10 +148,12 @@ def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
     for model_id in [params.model_id, *params.more_ids]:
         asked = params.model_copy(update={"model_id": model_id})
         loaded_tokenizer, loaded_model = _loaded(context, asked)
-        # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+        # The model is known by its weights, the tokenizer by the id it was loaded from (a name_or_path can be set to
+        # anything).
         wrong = {}
-        if loaded_tokenizer.name_or_path != model_id:
-            wrong["tokenizer"] = repr(loaded_tokenizer.name_or_path)
+        tokenizer_from = tokenizer_from_another_id(context, _loader_outcome(context, asked).events, loaded_tokenizer, model_id)
+        if tokenizer_from:
+            wrong["tokenizer"] = tokenizer_from
         other = other_model(context, loaded_model, model_id)
         if other:
             wrong["model"] = f"weights that are not {model_id!r}'s ({other})"
@@ -201,7 +250,12 @@ class CorpusParams(TargetParams):
     repeated: bool = Field(False, description="Whether one long text is given twice (a function that drops repeats is seen).")
     other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
     other_corpus: str = Field("", description="Name of the second call's hidden corpus (empty: one call only).")
-    other_batch_size: int = Field(3, ge=1, description="Batch size of the second call on the public texts.")
+    other_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Batch size of the second call on the public texts (default: the same, so that only the model differs: "
+        "a function that remembers its results by texts and batch size answers the second with the first's).",
+    )
     odd_words: list[str] = Field(
         default_factory=lambda: (
             [
@@ -263,8 +317,7 @@ def draw_corpora(context: CheckContext, params: CorpusParams) -> list[tuple[str,
     texts, batch_size = draw_corpus(context, params)
     calls = [(params.model, texts, batch_size)]
     if params.texts:
-        other = params.other_batch_size if params.other_batch_size != batch_size else batch_size + 1
-        calls.append((params.other_model, list(params.texts), other))
+        calls.append((params.other_model, list(params.texts), params.other_batch_size or batch_size))
     elif params.other_corpus:
         other_texts, other_size = hidden_corpus(context.rng_for(f"corpus:{params.other_corpus}"), params)
         if other_size == batch_size:
@@ -394,7 +447,8 @@ def reference_variants(context: CheckContext, hub_id: str, texts: list[str], bat
 def judge_loss(found: float, variants: dict[str, float], where: str, rel_tolerance: float, data: dict[str, Any]) -> Verdict:
     """A reported loss against the token-weighted reference, naming the classic mistake it matches."""
     expected = variants["loss"]
-    if math.isclose(found, expected, rel_tol=rel_tolerance):
+    # Or at the precision it is shown with (a loss rounded for the report to 2 decimals or more: within 0.5 %).
+    if agrees(found, expected, rel_tolerance, coarsest=0.005):
         return Verdict.passed(f"The loss {where} is the token-weighted mean ({number(found)}).", data=data)
     for names, explanation in LOSS_MISTAKES.items():
         name = next((n for n in names if math.isclose(found, variants[n], rel_tol=rel_tolerance)), None)

@@ -19,17 +19,27 @@ def shown_decimals(value: float) -> int | None:
     text = repr(float(value))
     if "e" in text or "inf" in text or "nan" in text:
         return None
-    whole, _, fraction = text.partition(".")
+    _, _, fraction = text.partition(".")
     fraction = fraction.rstrip("0")
     return len(fraction) if len(fraction) <= 6 else None
 
 
-def agrees(reported: Any, actual: float, rel_tolerance: float = 1e-3) -> bool:
-    """Whether ``reported`` is ``actual`` within ``rel_tolerance``, or to the precision it is shown with."""
+def half_unit(value: float) -> float:
+    """Half a unit of the last decimal a number shows (0.005 for 7.99): how far from its value it may have been
+    rounded; 0 for a number with no short form."""
+    decimals = shown_decimals(value)
+    return 0.5 * 10.0**-decimals * (1 + 1e-9) if decimals is not None else 0.0
+
+
+def agrees(reported: Any, actual: float, rel_tolerance: float = 1e-3, coarsest: float | None = None) -> bool:
+    """Whether ``reported`` is ``actual`` within ``rel_tolerance``, or to the precision it is shown with; ``coarsest``
+    (relative) is the roughest rounding accepted (a loss shown as 2.0 says too little to be judged right)."""
     if not is_number(reported) or not math.isfinite(float(actual)):
         return False
     reported = float(reported)
     if math.isclose(reported, actual, rel_tol=rel_tolerance, abs_tol=1e-12):
         return True
-    decimals = shown_decimals(reported)
-    return decimals is not None and abs(reported - actual) <= 0.5 * 10.0**-decimals * (1 + 1e-9)
+    rounding = half_unit(reported)
+    if coarsest is not None and rounding > coarsest * abs(reported):
+        return False
+    return shown_decimals(reported) is not None and abs(reported - actual) <= rounding

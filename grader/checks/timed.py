@@ -16,6 +16,7 @@ from typing import Any
 
 from grader.checks.base import CheckContext, StopCheck, Verdict
 from grader.checks.behaviour import (
+    Behaviour,
     Generation,
     RowFit,
     Unmatched,
@@ -27,7 +28,7 @@ from grader.checks.behaviour import (
     unmatched_sentence,
 )
 from grader.checks.calls import Argument, GradedCall, graded_call
-from grader.checks.timing import LatencyTolerance, again_while, cuda_misuse, latency_readings
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, cuda_misuse, latency_readings
 from grader.kernel.harness import CallOutcome
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import is_number
@@ -47,6 +48,8 @@ class Timed:
     value: Any
     aspects: tuple[str, ...]
     fits: RowFit = field(compare=False, repr=False)
+    latency: Any = None  # the latency it reported (None: not read)
+    tolerance: LatencyTolerance = field(default_factory=LatencyTolerance, compare=False, repr=False)
 
     @property
     def outcome(self) -> CallOutcome:
@@ -54,22 +57,67 @@ class Timed:
         return self.graded.outcome
 
     def unmatched(self) -> list[Unmatched]:
-        """The reference's timed generate calls this call does not make (with the closest it made instead)."""
-        return unmatched_generations(self.graded.behaviour, self.graded.reference(), self.fits, self.aspects)
+        """The reference's timed generate calls this call's timed generates do not make (with the closest it made
+        instead): the generates the latency it reports reads, where it reads some."""
+        timed = self.timed()
+        student = self.graded.behaviour
+        if self._read_apart():  # its latency reads generates other than those that do what the reference's do
+            student = Behaviour(
+                tuple(call for call in student.generations if any(call.event is e for e in timed)), student.passes
+            )
+        return unmatched_generations(student, self.graded.reference(), self.fits, self.aspects)
 
     def stray(self) -> list[Generation]:
         """Its generate calls on a model the reference never runs (a model of the notebook's, not the one given)."""
         return stray_generations(self.graded.behaviour, self.graded.reference())
 
-    def timed(self) -> list[GenerateEvent]:
-        """Its generate calls that do what the reference's timed one does (a best-of-three timer's three), in order;
-        where none does (charged by the settings' check), its last generate call."""
+    def _matching(self) -> list[GenerateEvent]:
+        """Its generate calls that do what the reference's timed one does, in order."""
         wanted = self.graded.reference().required()
         generations = self.graded.behaviour.generations
         found = [call.event for need in wanted for call in matching(generations, need, self.fits, self.aspects)]
-        events = self.outcome.generate_events()
-        ordered = [event for event in events if any(event is timed for timed in found)]
-        return ordered or events[-1:]
+        return [event for event in self.outcome.generate_events() if any(event is timed for timed in found)]
+
+    def _reading(self) -> list[GenerateEvent]:
+        """The generate calls whose duration the reported latency reads (each alone, none the first of its prompt,
+        which holds a pacing pause: a warm-up), in order."""
+        if not is_number(self.latency):
+            return []
+        return [
+            event
+            for event in self.outcome.generate_events()
+            if not event["paced_s"] and event["pause"] is None and agrees_with_timed(self.tolerance, float(self.latency), [event])
+        ]
+
+    def _read_apart(self) -> bool:
+        """Whether the latency reads a generate that came after every one that does what the reference's timed one
+        does, and none of those (a warm-up with the right settings, then a timed call with the wrong ones)."""
+        matched = self._matching()
+        if matched and is_number(self.latency) and agrees_with_timed(self.tolerance, float(self.latency), matched):
+            return False
+        reading = self._reading()
+        return (
+            bool(reading)
+            and not any(event is other for event in reading for other in matched)
+            and all(float(reading[-1]["start"]) >= float(other["end"]) for other in matched)
+        )
+
+    def timed(self) -> list[GenerateEvent]:
+        """Its timed generate calls: those that do what the reference's timed one does (a best-of-three timer's
+        three), in order; but where the latency it reports reads none of them and reads another generate, that one
+        (the call timed another generate than it should: its settings' check says how it differs); where neither,
+        its last generate call."""
+        matched = self._matching()
+        if self._read_apart():
+            return self._reading()[-1:]
+        return matched or self.outcome.generate_events()[-1:]
+
+
+def _work(timed: Timed) -> list[tuple[object, ...]]:
+    """What a timed call's generate calls did, as a multiset: each one's model, rows and limit."""
+    return sorted(
+        (repr((call.model, call.rows, call.limit)),) for call in timed.graded.behaviour.generations if call.error is None
+    )
 
 
 def reads_too_long(tolerance: LatencyTolerance, latency: Any, timed: Sequence[GenerateEvent]) -> bool:
@@ -108,12 +156,20 @@ def timed_call(
         value = returns(graded.outcome) if returns is not None else context.returned(graded.outcome, call)
         if not graded.outcome.generate_events():
             raise StopCheck(Verdict.failed(f"{call} never called model.generate.", found="no generate call"))
-        return Timed(call, hub_id, graded, value, aspects, row_fit)
+        return Timed(call, hub_id, graded, value, aspects, row_fit, latency_of(value), tolerance)
 
     def measure() -> Timed:
-        return again_while(
-            tolerance.attempts, attempt, lambda timed: reads_too_long(tolerance, latency_of(timed.value), timed.timed())
-        )
+        # Made again while its latency reads too long (a preempted run does not repeat); but a call that did other work
+        # the next time (a warm-up done once per model, inside the timer) is judged on its first run.
+        first = current = attempt()
+        for _ in range(tolerance.attempts - 1):
+            if not reads_too_long(tolerance, current.latency, current.timed()):
+                break
+            again = attempt()
+            if _work(again) != _work(first):
+                return first
+            current = again
+        return current
 
     return context.once(f"timed:{function}:{memo or call}", measure) if memo or call else measure()
 

@@ -375,20 +375,28 @@ def row_text(reference_tokenizer: Any, row: list[int]) -> str:
     return str(reference_tokenizer.decode(row[:40], skip_special_tokens=True))[:80]
 
 
-def max_matching(fits: list[list[int]]) -> int:
-    """The most items that can each be given a distinct partner they fit (``fits[item]``: partner indices)."""
+def match(options: Sequence[Sequence[int]]) -> dict[int, int]:
+    """A largest matching of items to partners (``options[item]``: the partners it may take, each taken once), as
+    {partner: item}."""
     owner: dict[int, int] = {}
 
-    def assign(row: int, seen: set[int]) -> bool:
-        for prompt in fits[row]:
-            if prompt not in seen:
-                seen.add(prompt)
-                if prompt not in owner or assign(owner[prompt], seen):
-                    owner[prompt] = row
+    def assign(item: int, seen: set[int]) -> bool:
+        for partner in options[item]:
+            if partner not in seen:
+                seen.add(partner)
+                if partner not in owner or assign(owner[partner], seen):
+                    owner[partner] = item
                     return True
         return False
 
-    return sum(assign(row, set()) for row in range(len(fits)))
+    for item in range(len(options)):
+        assign(item, set())
+    return owner
+
+
+def max_matching(fits: Sequence[Sequence[int]]) -> int:
+    """The most items that can each be given a distinct partner they fit (``fits[item]``: partner indices)."""
+    return len(match(fits))
 
 
 def prompt_width(event: GenerateEvent) -> int:

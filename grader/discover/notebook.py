@@ -190,6 +190,29 @@ def section_cells(notebook: Any, heading: str) -> list[str]:
     return cells
 
 
+def markdown_after(notebook: Any, heading: str) -> str:
+    """The markdown text after the section under the first heading containing ``heading`` (from the next heading of
+    the same or a higher level on): where a student puts answers under a heading of their own ("## My answers")."""
+    wanted = heading.casefold()
+    collected: list[str] = []
+    level: int | None = None
+    ended = False
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            match = HEADING.match(line)
+            if match and level is None and wanted in match.group(2).casefold():
+                level = len(match.group(1))
+            elif match and level is not None and len(match.group(1)) <= level:
+                ended = True
+            if ended:
+                collected.append(line)
+        if ended:
+            collected.append("")
+    return "\n".join(collected)
+
+
 def markdown_section(notebook: Any, heading: str) -> str | None:
     """The markdown text under the first heading containing ``heading``, up to the next heading of
     the same or a higher level (code cells in between are skipped). None if there is no such heading."""

@@ -1,0 +1,215 @@
+"""What a call did against what the reference does, judged on made-up records (grader/checks/behaviour.py): the
+comparisons hold however a student spells the work (repetitions, order, threads, helpers), and fail what the
+reference never does (another model, another prompt, another limit, a batching of its own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.checks.behaviour import (
+    ANOTHER,
+    Behaviour,
+    exact_row,
+    judge_passes,
+    model_labels,
+    padded_row,
+    stray_generations,
+    unmatched_generations,
+)
+from grader.checks.numbers import agrees, shown_decimals
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, latency_readings
+from grader.kernel.harness import models_from_events
+from tests.events import event, generate_event
+
+GPT2 = {"sizes": {"n_layer": 2}, "embedding": [0.1, 0.2]}
+PROMPT = [11, 12, 13]
+OTHER_PROMPT = [21, 22]
+
+
+def seen(serial: int, argument: str | None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "serial": serial,
+        "argument": argument,
+        "type": "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel",
+        "dtype": "torch.float32",
+        "device": "cpu",
+        "quantization": None,
+        "fingerprint": fingerprint,
+    }
+
+
+def identify(fingerprint: Any) -> str | None:
+    return "gpt2" if fingerprint == GPT2 else None
+
+
+def generation(serial: int, rows: list[list[int]], limit: int, start: float, **fields: Any) -> Any:
+    width = max(len(row) for row in rows)
+    return generate_event(
+        model_serial=serial,
+        rows=rows,
+        input_shape=[len(rows), width],
+        output_shape=[len(rows), width + limit],
+        new_tokens=[limit] * len(rows),
+        new_tokens_limit=limit,
+        max_new_tokens=limit,
+        start=start,
+        end=start + fields.pop("duration_s", 0.1),
+        **fields,
+    )
+
+
+def behaviour(events: list[Any], models: list[dict[str, Any]]) -> Behaviour:
+    return Behaviour.of(events, models, identify)
+
+
+ARGUMENT = [seen(1, "argument 1")]
+# What the reference's measure_generation does: a short warm-up, then the timed call on the same prompt.
+REFERENCE = behaviour([generation(1, [PROMPT], 4, 0.0), generation(1, [PROMPT], 17, 0.2)], ARGUMENT)
+
+
+def test_the_reference_s_warm_up_is_not_required_its_timed_call_is() -> None:
+    assert [call.limit for call in REFERENCE.required()] == [17]
+
+
+def test_a_best_of_three_timer_matches_and_a_warm_up_with_other_settings_is_free() -> None:
+    calls = [generation(1, [PROMPT], 1, 0.0)] + [generation(1, [PROMPT], 17, 0.2 * k + 0.2) for k in range(3)]
+    assert unmatched_generations(behaviour(calls, ARGUMENT), REFERENCE, exact_row) == []
+
+
+def test_a_fixed_prompt_another_limit_or_another_model_is_named() -> None:
+    wrong_prompt = behaviour([generation(1, [OTHER_PROMPT], 17, 0.0)], ARGUMENT)
+    wrong_limit = behaviour([generation(1, [PROMPT], 32, 0.0)], ARGUMENT)
+    global_model = behaviour([generation(2, [PROMPT], 17, 0.0)], [*ARGUMENT, seen(2, None, GPT2)])
+    for student, aspect in ((wrong_prompt, "rows"), (wrong_limit, "limit"), (global_model, "model")):
+        (missing,) = unmatched_generations(student, REFERENCE, exact_row)
+        assert missing.differ == (aspect,)
+    assert [call.model for call in stray_generations(global_model, REFERENCE)] == ["own gpt2"]
+
+
+def test_two_timed_calls_of_the_reference_need_two_of_the_student_s() -> None:
+    """A precision sweep measures each precision: a sweep that measures once and copies the result is one short."""
+    reference = behaviour(
+        [generation(3, [PROMPT], 8, 0.0), generation(4, [PROMPT], 8, 0.5)], [seen(3, None, GPT2), seen(4, None, GPT2)]
+    )
+    once = behaviour([generation(5, [PROMPT], 8, 0.0)], [seen(5, None, GPT2)])
+    twice = behaviour([generation(5, [PROMPT], 8, 0.0), generation(5, [PROMPT], 8, 0.3)], [seen(5, None, GPT2)])
+    assert len(unmatched_generations(once, reference, exact_row)) == 1
+    assert unmatched_generations(twice, reference, exact_row) == []
+
+
+def test_models_are_named_by_where_they_were_passed_or_by_their_weights() -> None:
+    labels = model_labels([seen(1, "argument 1"), seen(2, None, GPT2), seen(3, None, {"sizes": {}})], identify)
+    assert labels == {1: "argument 1", 2: "own gpt2", 3: ANOTHER}
+
+
+def test_the_models_of_a_call_come_from_its_streamed_records() -> None:
+    records = [
+        event("arguments", models={"1": "argument 1"}),
+        event("model", serial=1, model_type="x", dtype="torch.float32", device="cpu", quantization=None, fingerprint=GPT2),
+        event("model", serial=7, model_type="x", dtype="torch.float32", device="cpu", quantization=None, fingerprint=None),
+    ]
+    models = models_from_events(records)
+    assert [(model["serial"], model["argument"]) for model in models] == [(1, "argument 1"), (7, None)]
+
+
+def forward(serial: int, rows: list[list[int]], grad: bool = False, training: bool = False, width: int = 0) -> Any:
+    return event(
+        "forward",
+        thread=1,
+        model_id=serial,
+        model_serial=serial,
+        model_type="transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel",
+        start=0.0,
+        grad_enabled=grad,
+        inference_mode=False,
+        model_training=training,
+        model_device="cpu",
+        input_shape=[len(rows), width or max(len(row) for row in rows)],
+        input_device="cpu",
+        row_tokens=[len(row) for row in rows],
+        rows=rows,
+        has_labels=True,
+        has_attention_mask=True,
+        nested=False,
+        part_of=None,
+        end=0.1,
+        error=None,
+        output_requires_grad=False,
+    )
+
+
+TEXTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [10, 11], [12]]
+EVALUATION = behaviour([forward(1, TEXTS[0:2]), forward(1, TEXTS[2:4]), forward(1, TEXTS[4:5])], ARGUMENT)
+
+
+def batches(*groups: list[list[int]], **fields: Any) -> Behaviour:
+    return behaviour([forward(1, group, **fields) for group in groups], ARGUMENT)
+
+
+def test_batches_in_any_order_or_grouping_pass() -> None:
+    by_length = batches([TEXTS[4], TEXTS[1]], [TEXTS[3], TEXTS[2]], [TEXTS[0]])
+    assert judge_passes(by_length, EVALUATION, 2, ("batches",)).problems == ()
+    # A batch run twice (once for the loss, once for the logits) is the same batch.
+    twice = batches(TEXTS[0:2], TEXTS[0:2], TEXTS[2:4], TEXTS[4:5])
+    assert judge_passes(twice, EVALUATION, 2, ("batches",)).problems == ()
+
+
+def test_one_text_at_a_time_all_at_once_or_a_text_dropped_fail() -> None:
+    one_by_one = batches(*[[text] for text in TEXTS])
+    all_at_once = batches(TEXTS)
+    dropped = batches(TEXTS[0:2], TEXTS[2:4])
+    assert "one text at a time" in judge_passes(one_by_one, EVALUATION, 2, ("batches",)).problems[0]
+    assert "at most batch_size" in judge_passes(all_at_once, EVALUATION, 2, ("batches",)).problems[0]
+    assert "never run whole" in judge_passes(dropped, EVALUATION, 2, ("batches",)).problems[0]
+
+
+def test_a_text_given_twice_may_be_run_once_but_no_text_more_often_than_given() -> None:
+    """Run once and weighted twice, a repeated text gives the same loss; a text run in two batches is run twice."""
+    reference = behaviour([forward(1, [[1, 2, 3], [1, 2, 3]]), forward(1, [[2, 3]])], ARGUMENT)
+    assert judge_passes(batches([[1, 2, 3], [2, 3]]), reference, 2, ("batches",)).problems == ()
+    assert judge_passes(batches([[1, 2, 3], [1, 2, 3]], [[2, 3]]), reference, 2, ("batches",)).problems == ()
+    again = batches([[1, 2, 3], [2, 3]], [[2, 3]])
+    assert "more than one batch" in judge_passes(again, reference, 2, ("batches",)).problems[0]
+    assert not padded_row([1, 4, 2, 3], [2, 3])  # two other tokens before it are another text, not padding
+    assert padded_row([2, 3, 0, 0], [2, 3]) and padded_row([0, 2, 3], [2, 3])
+
+
+def test_a_batch_padded_far_past_its_texts_or_a_generate_in_the_evaluation_fails() -> None:
+    """Padding to a multiple is fine; padding every batch to the model's 1,024 positions is not; nor is a loss that
+    comes from a generate call (its forward passes are not the evaluation's)."""
+    padded = behaviour(
+        [forward(1, TEXTS[0:2], width=8), forward(1, TEXTS[2:4], width=8), forward(1, TEXTS[4:5], width=8)], ARGUMENT
+    )
+    assert judge_passes(padded, EVALUATION, 2, ("batches",)).problems == ()
+    fixed = behaviour([forward(1, group, width=1024) for group in (TEXTS[0:2], TEXTS[2:4], TEXTS[4:5])], ARGUMENT)
+    assert "padded to 1024 positions" in judge_passes(fixed, EVALUATION, 2, ("batches",)).problems[0]
+    generating = behaviour(
+        [generation(1, [PROMPT], 1, 0.0), *[forward(1, group) for group in (TEXTS[0:2], TEXTS[2:4], TEXTS[4:5])]], ARGUMENT
+    )
+    assert "called model.generate" in judge_passes(generating, EVALUATION, 2, ("batches",)).problems[0]
+
+
+def test_gradients_training_mode_and_another_model_are_named() -> None:
+    assert "gradients on" in judge_passes(batches(TEXTS, grad=True), EVALUATION, 5, ("grad",)).problems[0]
+    assert "training mode" in judge_passes(batches(TEXTS, training=True), EVALUATION, 5, ("training",)).problems[0]
+    other = behaviour([forward(2, TEXTS)], [*ARGUMENT, seen(2, None, GPT2)])
+    assert "gpt2 model it loaded" in judge_passes(other, EVALUATION, 5, ("model",)).problems[0]
+
+
+def test_a_best_of_or_median_timer_agrees_and_a_timer_around_a_warm_up_does_not() -> None:
+    tolerance = LatencyTolerance()
+    warm_up = generation(1, [PROMPT], 17, 0.0, duration_s=0.35, pause=1, paced_s=0.25)
+    runs = [generation(1, [PROMPT], 17, 0.4 + k, duration_s=duration) for k, duration in enumerate((0.12, 0.10, 0.11))]
+    assert agrees_with_timed(tolerance, 0.10, [warm_up, *runs])  # the fastest
+    assert agrees_with_timed(tolerance, 0.11, [warm_up, *runs])  # the median
+    # A timer around the warm-up and a timed call reads their sum: never a reading of the timed calls alone.
+    assert not agrees_with_timed(tolerance, 0.35 + 0.12, [warm_up, *runs])
+    assert max(latency_readings([warm_up, *runs])) < 0.2
+
+
+def test_a_number_is_right_at_the_precision_it_is_shown_with() -> None:
+    assert shown_decimals(4.6) == 1 and shown_decimals(4.63) == 2 and shown_decimals(12.0) == 0
+    assert agrees(4.6, 4.632) and agrees(0.13, 0.1349) and agrees(4.632, 4.6321)
+    assert not agrees(4.6, 4.66) and not agrees(0.13, 0.1361)
+    assert not agrees(5.0, 4.44)  # shown without decimals, 4.44 is 4
+    assert agrees(8, 8.0137)
