@@ -28,8 +28,9 @@ from grader.checks.base import (
     check_kind,
     failed_call,
 )
-from grader.checks.behaviour import RowFit, Unmatched, carrying
+from grader.checks.behaviour import Generation, RowFit, Unmatched, carrying
 from grader.checks.calls import Argument, GradedCall, graded_call, handed, model_ids
+from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, FRAME, MODEL, STRING, TOKENIZER, instance, items, keyed_by, keys
 from grader.checks.timed import Timed, timed_call
 from grader.checks.timing import (
@@ -37,6 +38,7 @@ from grader.checks.timing import (
     agrees_with_timed,
     contains_run,
     cuda_misuse,
+    match,
     max_matching,
     warmup_before,
 )
@@ -76,8 +78,10 @@ def expect_raise(outcome: CallOutcome, call: str) -> ExceptionInfo | None:
 
 
 def _resolve(context: CheckContext, function: str, precision: str, device: str) -> CallOutcome:
+    # Asked for "cuda" as on a machine with CUDA: a resolver that also falls back where CUDA is missing (as the notebook
+    # decides its device) resolves as it would there.
     key = f"resolve:{function}:{precision}:{device}"
-    return context.once(key, lambda: context.call(function, literal(precision), literal(device)))
+    return context.once(key, lambda: context.call(function, literal(precision), literal(device), cuda=device == "cuda"))
 
 
 def _resolved(context: CheckContext, function: str, precision: str, device: str) -> tuple[DType, str]:
@@ -133,7 +137,7 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
             )
         dtype, _ = _resolved(context, params.function, spelling, device)
         if dtype.name != expected:
-            hint = " It should follow the device argument, not torch.cuda.is_available()." if device == "cuda" else ""
+            hint = " It should follow the device argument." if device == "cuda" else ""
             return Verdict.failed(f"{call} returned {dtype.name}, not {expected}.{hint}", expected=expected, found=dtype.name)
     return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
 
@@ -575,6 +579,12 @@ def sweep_prompts(context: CheckContext, params: SweepParams, sweep: Sweep, own:
             )
             if outcome.ok and isinstance(outcome.value, str):
                 options.add(tuple(reference_tokenizer(outcome.value)["input_ids"]))
+        # A prompt cut to exactly its target is one too (as build_prompt's own check accepts): its first ``length`` ids,
+        # passed as ids or decoded and tokenized again.
+        for option in list(options):
+            if len(option) > length:
+                options.add(option[:length])
+                options.add(tuple(reference_tokenizer(reference_tokenizer.decode(list(option[:length])))["input_ids"]))
         prompts.append(options)
     return prompts
 
@@ -629,8 +639,19 @@ def _row_problems(
     reference_tokenizer = context.models.tokenizer(sweep.hub_id)
     behaviour = sweep.graded.behaviour
     fits = carrying(reference_tokenizer)
+    # Each row goes with the length whose prompt it reports (rows measured in another order than the lengths are given
+    # are fine); where the rows' prompt_tokens do not pair them with the lengths one to one, row i goes with length i.
+    reported = [float(value) for value in columns["prompt_tokens"]]
+    options = [
+        [index for index in range(len(sweep.lengths)) if tokens in {len(o) for o in prompts[index]}] for tokens in reported
+    ]
+    paired = match(options)
+    row_of = (
+        {index: paired[index] for index in paired} if len(paired) == len(sweep.lengths) else {i: i for i in range(len(reported))}
+    )
     for index, length in enumerate(sweep.lengths):
-        tokens = float(columns["prompt_tokens"][index])
+        row = row_of.get(index, index)
+        tokens = reported[row]
         allowed = sorted({len(option) for option in prompts[index]})
         if tokens not in allowed:
             problems.append(
@@ -638,9 +659,9 @@ def _row_problems(
                 f"target has {' or '.join(map(str, allowed))} tokens"
             )
             continue
-        latency = float(columns["latency_s"][index])
-        rate = float(columns["tokens_per_s"][index])
-        per_token = float(columns["ms_per_token"][index])
+        latency = float(columns["latency_s"][row])
+        rate = float(columns["tokens_per_s"][row])
+        per_token = float(columns["ms_per_token"][row])
         own = [
             metrics
             for metrics in returned
@@ -653,8 +674,8 @@ def _row_problems(
                 for name in ("latency_s", "tokens_per_s", "ms_per_token")
             }
             if not all(
-                any(math.isclose(reported, reading, rel_tol=params.rate_tolerance) for reading in _readings(measured[name]))
-                for name, reported in (("latency_s", latency), ("tokens_per_s", rate), ("ms_per_token", per_token))
+                any(math.isclose(reported_value, reading, rel_tol=params.rate_tolerance) for reading in _readings(measured[name]))
+                for name, reported_value in (("latency_s", latency), ("tokens_per_s", rate), ("ms_per_token", per_token))
             ):
                 problems.append(
                     f"the row for the target of {length} tokens reports latency_s {latency:.4g}, tokens_per_s {rate:.4g} and "
@@ -666,19 +687,30 @@ def _row_problems(
                     + " for that prompt: put its metrics in the row"
                 )
             continue
-        timed = [
+        # Measured without the notebook's measuring function: the row's latency is what a timer of a generate of its
+        # prompt with the sweep's max_new_tokens reads, and its rates count that generate's new tokens.
+        ran = [
             call
             for call in behaviour.generations
             if call.rows and len(call.rows) == 1 and any(fits(list(call.rows[0]), list(option)) for option in prompts[index])
         ]
-        if not timed:
+        if not ran:
             problems.append(f"no generate call of the sweep ran the prompt for the target of {length} tokens")
             continue
-        events = [call.event for call in timed]
-        if not agrees_with_timed(params, latency, events):
+        limited = [call for call in ran if call.limit == sweep.max_new_tokens]
+        if not limited:
             problems.append(
-                f"the row for the target of {length} tokens reports latency_s {latency:.4g}, but the timed generate of that "
-                f"prompt took {float(events[-1]['duration_s']):.4g} s"
+                f"no generate call of the prompt for the target of {length} tokens ran with the max_new_tokens the sweep was "
+                f"given ({sweep.max_new_tokens}; it ran {', '.join(sorted({str(call.limit) for call in ran}))})"
+            )
+            continue
+        timed = [call for call in limited if agrees_with_timed(params, latency, [call.event])] or (
+            limited if agrees_with_timed(params, latency, [call.event for call in limited]) else []
+        )
+        if not timed:
+            problems.append(
+                f"the row for the target of {length} tokens reports latency_s {latency:.4g}, but its generate with "
+                f"max_new_tokens={sweep.max_new_tokens} took {float(limited[-1].event['duration_s']):.4g} s"
             )
             continue
         generated = timed[-1].new_tokens[0] if timed[-1].new_tokens else None
@@ -749,11 +781,17 @@ LABEL_WORDS = {
 }
 
 
+# A label naming tokens per second names a throughput, whatever "second" it holds.
+THROUGHPUT_WORDS = ("throughput", "tokens/s", "tok/s", "token/s", "tokens per s", "tokens / s", "tokens/sec")
+
+
 def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> str:
     """Why an axis label does not say what the axis shows ("" when it does)."""
     text = f" {label.casefold()} "
     if not any(word in text for word in LABEL_WORDS[shows]):
         return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
+    if shows == "latency" and any(word in text for word in THROUGHPUT_WORDS):
+        return f"the latency axis is labelled {label!r}, which names a throughput, not a latency"
     if shows == "latency" and milliseconds is not None:
         says_ms = "ms" in text or "milli" in text
         if says_ms != milliseconds:
@@ -783,7 +821,7 @@ def _judge_plots(params: SweepParams, frame: Frame, lengths: list[int], outcome:
             for series in ax["series"]:
                 for scale, y in enumerate(ys):
                     if _close(series.get("y"), y, params.rel_tolerance) and any(
-                        _close(series.get("x"), x, params.rel_tolerance) for x in xs
+                        _close(series.get(key), x, params.rel_tolerance) for x in xs for key in ("x", "x_shown")
                     ):
                         found.setdefault(name, (ax, scale == 1))
     missing = [name for name in wanted if name not in found]
@@ -896,7 +934,7 @@ def precision_sweeps(context: CheckContext, params: PrecisionSweepParams) -> lis
             Argument.value(precisions),
             Argument.value(prompt),
             Argument.value(max_new_tokens),
-            watch=(params.measure_function,),
+            watch=(params.measure_function, params.loader_function),
             memo=f"precision-sweep:{params.function}:{candidates}:{precisions}:{prompt}:{max_new_tokens}",
         )
         call = f"{params.function}({candidates!r}, {precisions!r}, {prompt!r}, {max_new_tokens})"
@@ -950,32 +988,82 @@ def _returned_by_measure(outcome: CallOutcome, measure_function: str) -> list[di
 
 
 def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep: PrecisionSweep) -> str:
-    """Why the results under the sweep's keys are not each one measurement of its own ("" when they are): each is
-    what the measuring function returned for one run (a distinct run per key), or, where the sweep measures without
-    it, the timing of a distinct timed generate call."""
+    """Why the results under the sweep's keys are not each measurements of their own ("" when they are): each is what
+    the measuring function returned for runs of its own (one, or the mean, median or best of several; at the
+    precision the result shows), or, where the sweep measures without it, what a timer of timed generates of its own
+    reads."""
     results = [metrics for metrics in sweep.value.values() if isinstance(metrics, dict)]
     returned = _returned_by_measure(sweep.outcome, params.measure_function)
     if returned:
-        options = [[index for index, metrics in enumerate(returned) if _same_metrics(result, metrics)] for result in results]
-        if max_matching(options) < len(results):
-            return (
-                f"the {len(results)} results are not {len(results)} different measurements: {params.measure_function} returned "
-                f"{len(returned)} result(s) during the sweep, and each precision's entry must be the one of its own run"
-            )
-        return ""
-    latencies = [float(metrics["latency_s"]) for metrics in results if is_number(metrics.get("latency_s"))]
-    if len(set(latencies)) < len(latencies):
-        return "two precisions hold the same measurement: measure each precision with a run of its own"
+        options = [[index for index, metrics in enumerate(returned) if _same_metrics(result, [metrics])] for result in results]
+        if max_matching(options) == len(results):
+            return ""
+        # Several runs per precision, summarised: each result is one summary of runs that no other result draws on.
+        groups = _measurement_groups(sweep.outcome, params.measure_function)
+        options = [[index for index, group in enumerate(groups) if _same_metrics(result, group)] for result in results]
+        if max_matching(options) == len(results):
+            return ""
+        return (
+            f"the {len(results)} results are not {len(results)} different measurements: {params.measure_function} returned "
+            f"{len(returned)} result(s) during the sweep, and each precision's entry must be of its own run(s)"
+        )
+    tolerance = LatencyTolerance()
+    # Generates with the sweep's max_new_tokens (a warm-up's fewer tokens are not a measurement).
+    timed = [
+        event
+        for event in sweep.outcome.generate_events()
+        if generated_anything(event) and Generation.of(event, {}).limit == sweep.max_new_tokens
+    ]
+    options = [
+        [
+            index
+            for index, event in enumerate(timed)
+            if is_number(result.get("latency_s")) and agrees_with_timed(tolerance, float(result["latency_s"]), [event])
+        ]
+        for result in results
+    ]
+    if max_matching(options) < len(results):
+        return (
+            "the results are not what a timer of the sweep's generate calls reads (each precision's latency_s must be the "
+            "duration of a generate of its own)"
+        )
     return ""
 
 
-def _same_metrics(result: dict[str, Any], metrics: dict[str, Any]) -> bool:
-    return all(
-        is_number(result.get(name))
-        and is_number(metrics.get(name))
-        and math.isclose(float(result[name]), float(metrics[name]), rel_tol=1e-9)
-        for name in METRICS
-    )
+def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[list[dict[str, Any]]]:
+    """The measuring function's returns during a call, grouped by the model each measured (a precision measured
+    several times on its model)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for event in outcome.returned_events(measure_function):
+        value = decode(event["value"])
+        serials = [description.get("serial") for _, description in event["arguments"] if isinstance(description, dict)]
+        model = next((serial for serial in serials if isinstance(serial, int)), None)
+        if isinstance(value, dict):
+            groups.setdefault(model if model is not None else len(groups), []).append(value)
+    return list(groups.values())
+
+
+def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
+    """Whether a result's metrics are those of these runs: one run's, or their mean, median or best (fastest), each at
+    the precision the result shows it."""
+    for name in METRICS:
+        values = [float(run[name]) for run in runs if is_number(run.get(name))]
+        if not values or not is_number(result.get(name)):
+            return False
+        readings = [statistics.fmean(values), statistics.median(values), min(values), max(values)]
+        if not any(agrees(result[name], reading, 1e-6) for reading in readings):
+            return False
+    return True
+
+
+def _loader_labels(outcome: CallOutcome, loader_function: str) -> set[str]:
+    """The dtype labels the notebook's loader returned during a call (the last item of each tuple it returned)."""
+    labels = set()
+    for event in outcome.returned_events(loader_function):
+        value = decode(event["value"])
+        if isinstance(value, (tuple, list)) and value and isinstance(value[-1], str):
+            labels.add(value[-1])
+    return labels
 
 
 @check_kind("precision_sweep_keys", PrecisionSweepParams)
@@ -985,7 +1073,10 @@ def precision_sweep_keys(context: CheckContext, params: PrecisionSweepParams) ->
     for sweep in precision_sweeps(context, params):
         call, value, resolved = sweep.call, sweep.value, sweep.resolved
         labels = {label for _, label in resolved.values()}
-        if set(value) != labels:
+        # The labels the notebook's own loader handed the sweep are its keys too (a loader whose label is wrong is
+        # charged in its own check, not again here).
+        handed_labels = _loader_labels(sweep.outcome, params.loader_function)
+        if set(value) != labels and not (handed_labels and set(value) == handed_labels):
             requested = set(value) == set(sweep.precisions or params.precisions)
             return Verdict.failed(
                 f"{call} returned the keys {sorted(map(str, value))}, but the dtype labels are {sorted(labels)}"

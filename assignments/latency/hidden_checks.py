@@ -14,12 +14,12 @@ from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, c
 from grader.checks.behaviour import (
     carrying,
     describe_generation,
-    stray_generations,
     unmatched_generations,
     unmatched_sentence,
 )
 from grader.checks.calls import Argument, graded_call, handed
 from grader.checks.identity import other_model
+from grader.checks.loss import tokenizer_from_another_id
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
     judge_new_tokens,
@@ -39,6 +39,7 @@ from .checks import (
     PrecisionSweepParams,
     SweepParams,
     _loaded,
+    _loader_call,
     _missing_id,
     _resolve,
     expect_raise,
@@ -129,11 +130,18 @@ class InvalidPrecisionParams(TargetParams):
     """Values resolve_precision must reject, drawn at grading time."""
 
     invalid: list[str] = Field(
-        ["float64", "int8", "float8", "int4", "double", "fp64", "int32", "int16", "uint16", "float"],
+        ["float64", "int8", "float8", "int4", "double", "fp64", "int32", "int16", "uint16", "float", "tfloat32"],
         min_length=1,
-        description="Values that must be rejected (no plausible alias of float32/float16 such as 'half' or 'bfloat16').",
+        description="Values that must be rejected (no plausible alias of float32/float16 such as 'half').",
     )
-    draws: int = Field(2, ge=1, description="How many invalid values are drawn.")
+    other_dtypes: dict[str, str] = Field(
+        {"bfloat16": "torch.bfloat16"},
+        description="Other dtypes' names (asked for 'cuda'): rejected, or resolved to that very dtype (an extra some "
+        "students add), never to float16 or float32 (a resolver that finds 'float16' inside 'bfloat16').",
+    )
+    draws: int = Field(
+        10, ge=1, description="How many invalid values are drawn (each a cheap call: near misses such as int32 among them)."
+    )
 
 
 @check_kind("precision_invalid", InvalidPrecisionParams)
@@ -158,6 +166,19 @@ def precision_invalid(context: CheckContext, params: InvalidPrecisionParams) -> 
                 expected="a message naming float32 and float16",
                 found=repr(exception.message),
             )
+    for value, dtype in params.other_dtypes.items():
+        call = f"{params.function}({value!r}, 'cuda')"
+        outcome = _resolve(context, params.function, value, "cuda")
+        if outcome.ok:
+            resolved = outcome.value[0] if isinstance(outcome.value, (tuple, list)) and outcome.value else outcome.value
+            name = getattr(resolved, "name", None)
+            if name != dtype:
+                return Verdict.failed(
+                    f"{call} returned {name or kind_of(resolved)}: {value} is another dtype; accept only float32 and float16 "
+                    "(compare the whole name, not a part of it).",
+                    expected=f"ValueError (or {dtype})",
+                    found=str(name or kind_of(resolved)),
+                )
     return Verdict.passed(f"{params.function} rejects other values with a ValueError naming float32 and float16.")
 
 
@@ -183,13 +204,17 @@ def latency_loader_same_id(context: CheckContext, params: LoaderParams) -> Verdi
     """The tokenizer and the model both come from the id the loader returns."""
     candidates = [params.model_id, "gpt2" if params.model_id != "gpt2" else "distilgpt2"]
     loaded_tokenizer, loaded_model, model_id, _ = _loaded(context, params, candidates)
-    # The model is known by its weights (a name_or_path can be set to anything); the tokenizer by its name.
+    # The model is known by its weights, the tokenizer by the id it was loaded from (a name_or_path can be set to
+    # anything).
     other = other_model(context, loaded_model, params.model_id)
+    tokenizer_from = tokenizer_from_another_id(
+        context, _loader_call(context, params, candidates).events, loaded_tokenizer, params.model_id
+    )
     names = {
-        "tokenizer": repr(loaded_tokenizer.name_or_path),
+        "tokenizer": tokenizer_from or repr(params.model_id),
         "model": f"another id than {params.model_id!r} ({other})" if other else repr(params.model_id),
     }
-    if loaded_tokenizer.name_or_path != params.model_id or other or model_id != params.model_id:
+    if tokenizer_from or other or model_id != params.model_id:
         found = ", ".join(f"{part} from {name}" for part, name in names.items()) + f", model_id {model_id!r}"
         return Verdict.failed(
             f"With candidates {candidates!r}, the tokenizer and the model do not both come from the returned id: "
@@ -357,7 +382,8 @@ def _measure_ignores(
         return set()
     fits = carrying(context.models.tokenizer(hub_id))
     reference = graded.reference()
+    # Only what its timed generate does otherwise: a generate of its own on another model (a warm-up on a model it
+    # loads) is charged in its own checks and forgives a sweep nothing (the sweep's timed generates still must run the
+    # model the sweep was given).
     missing = unmatched_generations(graded.behaviour, reference, fits, ("model", "limit", "use_cache"))
-    return {aspect for unmatched in missing for aspect in unmatched.differ} | (
-        {"model"} if stray_generations(graded.behaviour, reference) else set()
-    )
+    return {aspect for unmatched in missing for aspect in unmatched.differ}

@@ -4,8 +4,12 @@ Each ``tests/corpus/<assignment>/`` holds at least eight correct notebooks (``co
 written as a different student would, and honest variants of every named sample mistake
 (``mistake-<sample>--<variant>.ipynb``: the same mistake spelled another way), and cheats
 (``cheat-<what>.ipynb``: the solution with one function changed by a student who has read the grader's
-source, e.g. to ignore its arguments or report invented numbers); ``manifest.json`` says what each one
-is, and for a cheat which checks it must lose. ``build/`` keeps the scripts their authors built them with (not run by tests).
+source, e.g. to ignore its arguments or report invented numbers) and honest mistakes no sample makes
+(``mistake-<what>.ipynb`` with a manifest entry of kind ``mistake`` and no sample named: the checks it loses are
+listed, as a cheat's are); ``manifest.json`` says what each one is, and for a cheat or such a mistake which checks it
+must lose. ``build/`` keeps the scripts their authors built them with (not run by tests). The correct notebooks,
+cheats and mistakes of the round of November 27 (``fresh`` in their entries) were written by helpers who had not seen
+the grader (the correct ones, from the seeds and starters alone) or had read all of it (the cheats and mistakes).
 """
 
 from __future__ import annotations
@@ -40,16 +44,17 @@ def variants(assignment: str) -> dict[str, str]:
     return {
         name.removesuffix(".ipynb"): entry["mistake"]
         for name, entry in sorted(manifest(assignment).items())
-        if entry["kind"] == "mistake"
+        if entry["kind"] == "mistake" and "mistake" in entry
     }
 
 
 def cheats(assignment: str) -> dict[str, set[str]]:
-    """Submission id of each cheat -> the checks it must lose (those of the function it cheats on)."""
+    """Submission id of each cheat, and of each honest mistake no sample makes -> the checks it must lose (those of
+    the function it gets wrong)."""
     return {
         name.removesuffix(".ipynb"): set(entry["loses"])
         for name, entry in sorted(manifest(assignment).items())
-        if entry["kind"] == "cheat"
+        if entry["kind"] == "cheat" or (entry["kind"] == "mistake" and "mistake" not in entry)
     }
 
 
