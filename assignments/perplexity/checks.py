@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind
-from grader.checks.behaviour import Behaviour, carrying, judge_passes
+from grader.checks.behaviour import Behaviour, judge_passes
 from grader.checks.calls import Argument, GradedCall, graded_call, handed
 from grader.checks.loss import (
     CorpusParams,
@@ -28,7 +28,7 @@ from grader.checks.shapes import keys
 from grader.checks.timed import Timed, timed_call
 from grader.checks.timing import LatencyTolerance
 from grader.kernel.harness import CallOutcome
-from grader.kernel.values import is_number, kind_of
+from grader.kernel.values import is_number, kind_of, scalar
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def returned_fields(context: CheckContext, params: LossParams, field: str, neede
     for evaluation in evaluations(context, params):
         value = _returned_dict(context, params, evaluation.outcome, needed)
         variants = reference_variants(context, evaluation.hub_id, evaluation.texts, evaluation.batch_size)
-        found = value[field]
+        found = value[field] = scalar(value[field])
         if not is_number(found):
             raise StopCheck(Verdict.failed(f"'{field}' should be a number, but it is {kind_of(found)}.", found=kind_of(found)))
         data = {
@@ -146,8 +146,7 @@ def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
     on the model's device (each graded call starts with gradients on, as a fresh kernel)."""
     count = 0
     for evaluation, behaviour, reference in _forward_passes(context, params):
-        fits = carrying(context.models.tokenizer(evaluation.hub_id))
-        judgement = judge_passes(behaviour, reference, evaluation.batch_size, fits, ("model", "grad", "training", "inputs"))
+        judgement = judge_passes(behaviour, reference, evaluation.batch_size, ("model", "grad", "training", "inputs"))
         if judgement.problems:
             return Verdict.failed(
                 f"{params.function} {evaluation.where}: " + "; ".join(judgement.problems) + ".",
@@ -163,8 +162,7 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
     """The evaluation really batches: every text once, in as many batches of at most batch_size texts as the reference
     makes (any order or grouping), each as wide as its texts."""
     for evaluation, behaviour, reference in _forward_passes(context, params):
-        fits = carrying(context.models.tokenizer(evaluation.hub_id))
-        judgement = judge_passes(behaviour, reference, evaluation.batch_size, fits, ("batches",))
+        judgement = judge_passes(behaviour, reference, evaluation.batch_size, ("batches",))
         if judgement.problems:
             return Verdict.failed(
                 f"{params.function} {evaluation.where}: " + "; ".join(judgement.problems) + ".",
