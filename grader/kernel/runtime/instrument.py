@@ -10,6 +10,7 @@ import inspect
 import itertools
 import math
 import os
+import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -285,7 +286,8 @@ def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
 # the grader gave; () without one. Only the kernel's own process writes (a process it forked has its own records).
 EVENTS: tuple[int, ...] = ()
 EVENTS_PID = 0
-EVENTS_LOCK = threading.Lock()  # one record's line at a time (a record may be longer than a pipe writes at once)
+EVENTS_LOCK = threading.Lock()  # the writer thread started once
+EVENT_QUEUE: queue.Queue[bytes] | None = None
 
 
 def open_events(path: str) -> None:
@@ -303,16 +305,42 @@ def _stream(scope: str, event: Event) -> None:
         line = _dumps([scope, event], allow_nan=False, default=_type_name)
     except ValueError:
         line = _dumps([scope, _without_nan(event)], allow_nan=False, default=_type_name)
-    data = (line + "\n").encode()
+    # Serialised now (what leaves is the record as it is at this moment), written by a thread of the runtime: a
+    # grader busy elsewhere delays the writing, never the student's generate (whose timer would read the wait).
+    _event_writer().put((line + "\n").encode())
+
+
+def _event_writer() -> queue.Queue[bytes]:
+    """The queue of serialised records the runtime's writer thread sends to the grader (started at first use)."""
+    global EVENT_QUEUE
     with EVENTS_LOCK:
-        while data:
-            try:
-                written = _write(EVENTS[0], data)
-            except InterruptedError:
-                continue
-            except OSError:
-                return  # the grader is gone: nothing to tell it
-            data = data[written:]
+        if EVENT_QUEUE is None:
+            EVENT_QUEUE = queue.Queue()
+            threading.Thread(target=_write_events, args=(EVENT_QUEUE,), name="llm-grader-events", daemon=True).start()
+        return EVENT_QUEUE
+
+
+def _write_events(lines: queue.Queue[bytes]) -> None:
+    """Write each serialised record to the event FIFO, in order."""
+    while True:
+        data = lines.get()
+        try:
+            while data:
+                try:
+                    written = _write(EVENTS[0], data)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break  # the grader is gone: nothing to tell it
+                data = data[written:]
+        finally:
+            lines.task_done()
+
+
+def drain_events() -> None:
+    """Wait until every record made so far has been written (before an answer: it carries the same records)."""
+    if EVENT_QUEUE is not None and EVENTS and _getpid() == EVENTS_PID:
+        EVENT_QUEUE.join()
 
 
 # The pause FIFOs (request, reply), opened at install from the paths the grader gave; () without them. Only the

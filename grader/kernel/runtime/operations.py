@@ -35,7 +35,14 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
     from grader.kernel.runtime.base import MAX_ARGUMENT, MAX_CAPTURE, _dumps, _perf_counter
     from grader.kernel.runtime.figures import _watch_figures
     from grader.kernel.runtime.install import INSTALLED, _publisher, environment, install
-    from grader.kernel.runtime.instrument import MODEL_SERIALS, RECORDER, _wraps, model_serial, quantization_label
+    from grader.kernel.runtime.instrument import (
+        MODEL_SERIALS,
+        RECORDER,
+        _wraps,
+        drain_events,
+        model_serial,
+        quantization_label,
+    )
     from grader.kernel.runtime.models import load_model
     from grader.kernel.runtime.values import (
         GRADER_SESSIONS,
@@ -626,6 +633,7 @@ def run(request_text: str) -> None:
         answer = OPERATIONS[request["op"]](request)
     except BaseException as error:  # an answer must always come back, whatever went wrong
         answer = {"status": "internal", "exception": _exception(error)}
+    drain_events()  # the records streamed before the answer that carries them
     publish_display_data = INSTALLED.get("publish") or _publisher()
     try:
         payload = _dumps(answer, allow_nan=False, default=_type_name)
