@@ -649,10 +649,19 @@ def _row_problems(
     row_of = (
         {index: paired[index] for index in paired} if len(paired) == len(sweep.lengths) else {i: i for i in range(len(reported))}
     )
+    # The prompts the sweep really measured (given to the measuring function, or seen by a generate): a row reports the
+    # length of the prompt it measured, not the target when the prompt is longer.
+    seen = [tuple(reference_tokenizer(m["prompt"])["input_ids"]) for m in returned if isinstance(m.get("prompt"), str)]
+    seen += [tuple(row) for event in sweep.outcome.generate_events() for row in (event.get("rows") or []) if row]
+
+    def was_measured(option: tuple[int, ...]) -> bool:
+        return any(ids == option or (contains_run(list(ids), list(option)) and len(ids) - len(option) <= 2) for ids in seen)
+
     for index, length in enumerate(sweep.lengths):
         row = row_of.get(index, index)
         tokens = reported[row]
-        allowed = sorted({len(option) for option in prompts[index]})
+        candidates = [option for option in prompts[index] if was_measured(option)] or prompts[index]
+        allowed = sorted({len(option) for option in candidates})
         if tokens not in allowed:
             problems.append(
                 f"the row for the target of {length} tokens reports prompt_tokens {tokens:g}, but the prompt for that "

@@ -260,17 +260,21 @@ def unmatched_generations(
     wanted = reference.required()
     found = [call for call in student.generations if call.error is None]
     options = [[index for index, call in enumerate(found) if not differences(call, need, fits, aspects)] for need in wanted]
-    matched = set(match(options).values())
+    paired = match(options)
+    matched, used = set(paired.values()), set(paired)
+    # The closest is looked for among the calls no wanted one matched (a warm-up is no candidate once the timed
+    # call matched); of those equally close, the last (the timed call comes after its warm-up).
+    spare = [position for position in range(len(found)) if position not in used] or list(range(len(found)))
     missing = []
     for need, call in enumerate(wanted):
         if need in matched:
             continue
         scored = sorted(
-            ((differences(candidate, call, fits, aspects), candidate) for candidate in found),
-            key=lambda pair: len(pair[0]),
+            ((differences(found[position], call, fits, aspects), position) for position in spare),
+            key=lambda pair: (len(pair[0]), -pair[1]),
         )
         closest = scored[0] if scored else None
-        missing.append(Unmatched(call, closest[1] if closest else None, tuple(closest[0]) if closest else ()))
+        missing.append(Unmatched(call, found[closest[1]] if closest else None, tuple(closest[0]) if closest else ()))
     return missing
 
 
