@@ -101,7 +101,7 @@ def test_tokens_per_second_must_count_generated_tokens(bundles) -> None:
 
 def test_cpu_must_fall_back_to_float32(bundles) -> None:
     result, message = outcome(bundles, "maxtokens-fp16-pplkey", "loader-cpu-float32")
-    assert result == "failed" and "loads the model in float16" in message
+    assert result == "failed" and "loads the model (or some of its parameters) in float16" in message, message
     assert outcome(bundles, "maxtokens-fp16-pplkey", "loader-eval-device")[0] == "passed"
 
 

@@ -98,7 +98,11 @@ def test_names_must_agree_with_what_loaded() -> None:
     assert not name_agrees("NF4 (bitsandbytes)", "fp4")  # swapped entries
     assert not name_agrees("FP4 (bitsandbytes)", "nf4")
     assert not name_agrees("INT8", "fp16")  # every module skipped
-    assert name_agrees("FP16 (Baseline GPU)", "fp32")  # a baseline named for the GPU, run on the CPU
+    # The starter names the baseline for the device it runs on: the GPU's name on a CPU's float32 row is wrong.
+    assert not name_agrees("FP16 (Baseline GPU)", "fp32")
+    assert name_agrees("FP32 (Baseline CPU)", "fp32")
+    assert name_agrees("Baseline", "fp16")  # a name that states no dtype says none wrong
+    assert not name_agrees("Baseline", "int8")
     assert not name_agrees("FP32 baseline", "int8")
     assert name_agrees("config A", "nf4")  # a name that states nothing says nothing wrong
 
@@ -168,7 +172,7 @@ def test_a_flagged_answer_goes_to_the_instructor_with_its_flag() -> None:
     )
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(section)])
     params = WrittenAnswerParams(section="Analysis and Discussion", question="Memory Scaling", prompt="Describe the memory.")
-    verdict = written_answer.run(types.SimpleNamespace(notebook=notebook), params)
+    verdict = written_answer.run(types.SimpleNamespace(notebook=notebook, rubric=types.SimpleNamespace(checks=[])), params)
     assert verdict.outcome == "manual"
     assert verdict.flags and "filler" in verdict.flags[0]
     assert "flagged" in verdict.message

@@ -22,7 +22,7 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-perplexity-of-batches": ({"perplexity-hidden"}, "mean of the per-batch perplexities"),
     "mistake-token-count": ({"tokens-hidden"}, "the first token of each text is never predicted"),
     "mistake-gradients-on": ({"evaluation-no-grad"}, "ran with gradients on"),
-    "mistake-one-text-at-a-time": ({"evaluation-batching"}, "once per text"),
+    "mistake-one-text-at-a-time": ({"evaluation-batching"}, "one text at a time"),
     "mistake-tokenizer-gpt2": ({"loader-same-id"}, "tokenizer from 'gpt2'"),
 }
 

@@ -33,6 +33,9 @@ from tests.contract import INSTRUCTOR_WORDS
 from tests.grade_server import grade_process
 
 ASSIGNMENT = "perplexity"
+# Lines the course's own documents give students (the seed's loader sets the pad token so), which a hint or the
+# grader's reference loader may say too.
+COURSE_LINES = {"tokenizer.pad_token = tokenizer.eos_token"}
 SAMPLES = ("solution", "mistake-batch-means", "mistake-one-text-at-a-time")
 
 
@@ -114,6 +117,7 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
         for line in solution_definitions(root / "assignments" / ASSIGNMENT / "solution.ipynb").splitlines()
         if len(line.strip()) > 30
         and line.strip() not in starter
+        and line.strip() not in COURSE_LINES
         and not line.strip().startswith(('"""', "#", "def ", "from ", "import "))
     }
     assert any("masked_fill" in line for line in solution_lines)
@@ -137,7 +141,10 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     assert "Monday, Tuesday," in secrets  # a hidden prompt of time_generation
     data = {name: text for name, text in files.items() if not name.endswith((".py", "zoo/corpus.txt"))}
     assert {f"{kit.name}/assignments/{ASSIGNMENT}/rubric.yaml", f"{kit.name}/assignments/{ASSIGNMENT}/recorded.json"} <= set(data)
-    assert not {secret for secret in secrets for text in data.values() if secret in text}
+    # A hidden prompt drawn from the training text is no secret where that text is quoted: the public loss check's
+    # long text is a passage of it, which the kit's recorded values hold and its zoo/corpus.txt holds anyway.
+    corpus = next(text for name, text in files.items() if name.endswith("zoo/corpus.txt"))
+    assert not {secret for secret in secrets for text in data.values() if secret in text and secret not in corpus}
 
 
 def _strings(value: object) -> Iterator[str]:

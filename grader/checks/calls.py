@@ -129,7 +129,7 @@ def loader_problems(context: CheckContext, hub_id: str) -> tuple[list[str], Toke
         problems.append(f"the model is in {model_found.dtype.removeprefix('torch.')}, not float32, on the CPU")
     contract = context.rubric.contract.tokenizer
     if contract.pad_token == "eos" and tokenizer_found.pad_token is None:
-        problems.append("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
+        problems.append("the tokenizer has no pad token: give it one (its end-of-text token, tokenizer.eos_token)")
     if contract.padding_side in ("left", "right") and tokenizer_found.padding_side != contract.padding_side:
         problems.append(f"the tokenizer pads on the {tokenizer_found.padding_side}, not the {contract.padding_side}")
     return problems, tokenizer_found, model_found

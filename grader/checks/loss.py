@@ -95,7 +95,7 @@ def contract_problems(context: CheckContext, loaded_tokenizer: Tokenizer, loaded
         problems.append("the model is in training mode: call model.eval()")
     contract = context.rubric.contract.tokenizer
     if contract.pad_token == "eos" and loaded_tokenizer.pad_token is None:
-        problems.append("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
+        problems.append("the tokenizer has no pad token: give it one (its end-of-text token, tokenizer.eos_token)")
     if contract.padding_side in ("left", "right") and loaded_tokenizer.padding_side != contract.padding_side:
         problems.append(
             f"the tokenizer pads on the {loaded_tokenizer.padding_side}: set tokenizer.padding_side = {contract.padding_side!r}"
