@@ -34,7 +34,7 @@ from grader.checks.identity import fingerprint_difference, other_model, referenc
 from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timed import Timed, judge_timed_settings, timed_call
-from grader.checks.timing import LatencyTolerance, prompt_width
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
@@ -68,6 +68,10 @@ class MemoryParams(TargetParams):
     )
     count: int = Field(
         1, ge=1, description="How many models are measured (each another hub ID where ``models`` has several): all must be right."
+    )
+    quantizations: list[Quantization] = Field(
+        default_factory=list,
+        description="If given, the quantization of each model measured in turn (instead of quantization): NF4 and FP4.",
     )
     rel_tolerance: float = Field(1e-3, gt=0, lt=0.05, description="Relative tolerance on the MB value (the arithmetic is exact).")
 
@@ -110,7 +114,8 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
     dtypes = context.rng.sample(params.dtypes, len(hub_ids)) if len(params.dtypes) >= len(hub_ids) else None
     for index, hub_id in enumerate(hub_ids):
         dtype = dtypes[index] if dtypes else context.rng.choice(params.dtypes) if params.dtypes else params.dtype
-        verdict = _judge_footprint(context, params, hub_id, dtype)
+        quantization = params.quantizations[index % len(params.quantizations)] if params.quantizations else params.quantization
+        verdict = _judge_footprint(context, params, hub_id, dtype, quantization)
         if verdict.outcome != "passed":
             return verdict
         verdicts.append(verdict)
@@ -121,9 +126,9 @@ def memory_footprint(context: CheckContext, params: MemoryParams) -> Verdict:
     )
 
 
-def _judge_footprint(context: CheckContext, params: MemoryParams, hub_id: str, dtype: str) -> Verdict:
+def _judge_footprint(context: CheckContext, params: MemoryParams, hub_id: str, dtype: str, quantization: Quantization) -> Verdict:
     """The student's footprint of one model against the reference's, naming the classic mistake it matches."""
-    spec = model_spec(hub_id, params.quantization, dtype=dtype)
+    spec = model_spec(hub_id, quantization, dtype=dtype)
     outcome = context.call(params.function, model(spec))
     value = context.returned(outcome, params.function)
     if isinstance(value, Tensor) and value.values is not None and len(value.values) == 1:
@@ -133,12 +138,12 @@ def _judge_footprint(context: CheckContext, params: MemoryParams, hub_id: str, d
     expected = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
     # Asked before judging, not only on a wrong value: a student kit replays what the solution asked.
     mistakes = context.expected(footprint_mistakes, reference_model)
-    label = {"none": "", "int8": "INT8 ", "nf4": "NF4 4-bit ", "fp4": "FP4 4-bit "}[params.quantization]
+    label = {"none": "", "int8": "INT8 ", "nf4": "NF4 4-bit ", "fp4": "FP4 4-bit "}[quantization]
     if dtype != "auto":
-        label += f"{dtype} " if params.quantization == "none" else f"({dtype} elsewhere) "
+        label += f"{dtype} " if quantization == "none" else f"({dtype} elsewhere) "
     what = f"the {label}{hub_id} model"
     found = float(value)
-    data = {"model": hub_id, "quantization": params.quantization, "dtype": dtype, "expected_mb": expected, "found_mb": found}
+    data = {"model": hub_id, "quantization": quantization, "dtype": dtype, "expected_mb": expected, "found_mb": found}
     if math.isclose(found, expected, rel_tol=params.rel_tolerance):
         return Verdict.passed(f"On {what} you report {number(found, 'MB')}, as expected.", data=data)
     # A hidden check names the mistake, never the value: the model it drew is one a later run may draw again.
@@ -262,11 +267,18 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
     return Verdict.passed(f"{params.function} returns (text, latency), and the text is the decoded output of its generate call.")
 
 
-def own_calls_problem(context: CheckContext, function: str, hub_id: str) -> str:
+def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency: bool = False) -> str:
     """What the notebook's own calls of the timed function did other than they were asked ("" when nothing, or where
-    they were not recorded): each call's last generate must run its prompt with its max_new_tokens."""
+    they were not recorded): each call's last generate must run its prompt with its max_new_tokens and the text it
+    returned must be a decode of that generate's output; or (``latency``) the latency it returned must be what a timer
+    of that generate reads. A function that honours its arguments, or tells the truth, only when the grader calls it
+    (on the grader's float models, not the notebook's quantized ones) shows here."""
     record = notebook_record(context, ResultsTableParams(timed_function=function))
     fits = carrying(context.models.tokenizer(hub_id))
+    # The notebook's own calls run once, on a machine busy with other work, and cannot be tried again as the grader's
+    # own calls are: a timer may read well past its generate (preempted), never well short of it (what a function that
+    # shrinks its latency reports).
+    tolerance = LatencyTolerance(upper_rel=1.0, upper_abs_s=0.25)
     previous = 0.0
     for call in record.calls:
         ended = [event for event in record.generates if previous <= float(event["start"]) and float(event["end"]) <= call.time]
@@ -274,6 +286,13 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str) -> str:
         if not ended or not isinstance(call.prompt, str):
             continue
         timed = ended[-1]
+        if latency:
+            if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), ended):
+                return (
+                    f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
+                    f"but its generate took {float(timed['duration_s']):.4g} s"
+                )
+            continue
         limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
         if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
             return f"called with max_new_tokens={call.max_new_tokens}, its generate ran with a limit of {limit} new tokens"
@@ -281,6 +300,11 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str) -> str:
         rows = timed["rows"] or []
         if not rows or not fits(list(rows[0]), ids):
             return f"called with the prompt {call.prompt[:40]!r}, its generate ran another prompt"
+        decodes = {_same_text(text) for text in decoded_variants(context, hub_id, timed).values()}
+        if isinstance(call.text, str) and timed["output_ids"] and _same_text(call.text) not in decodes:
+            return (
+                f"called with the prompt {call.prompt[:40]!r}, it returned a text that is not a decode of its generate's output"
+            )
     return ""
 
 
@@ -363,6 +387,17 @@ NAME_HINTS = {
     "baseline": ("baseline", "fp32", "fp16", "bf16", "float32", "float16", "bfloat16", "full precision"),
 }
 FLOAT_KINDS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}
+# How a name states a float dtype.
+FLOAT_NAMES = {"fp32": ("fp32", "float32"), "fp16": ("fp16", "float16", "half"), "bf16": ("bf16", "bfloat16")}
+
+
+def _stated_floats(name: str) -> set[str]:
+    """The float dtypes a configuration's name states ("FP16 (Baseline GPU)": fp16; "Baseline": none); a "bfloat16"
+    states bf16 alone, not the "float16" it holds."""
+    text = _compact(name)
+    stated = {"bf16"} if any(hint in text for hint in FLOAT_NAMES["bf16"]) else set()
+    text = text.replace("bfloat16", "").replace("bf16", "")
+    return stated | {kind for kind in ("fp32", "fp16") if any(hint in text for hint in FLOAT_NAMES[kind])}
 
 
 def loaded_kind(model: Model) -> str:
@@ -432,7 +467,9 @@ def name_agrees(name: str, kind: str | None) -> bool:
     if declared is None or kind is None:
         return True
     if declared == "baseline":
-        return kind in FLOAT_KINDS.values()
+        # A float name that names its dtype ("FP16 (Baseline)") must name the one it loads; "Baseline" alone says none.
+        stated = _stated_floats(name)
+        return kind in FLOAT_KINDS.values() and (not stated or kind in stated)
     return declared == kind
 
 
@@ -658,6 +695,9 @@ class ResultsTableParams(Params):
     configurations: str = Field("configurations", description="The notebook variable holding the configurations.")
     prompts: str = Field("PROMPTS", description="The notebook variable holding the prompts.")
     least_prompts: int = Field(3, ge=1, description="How many prompts the starter asks for (the table's output columns).")
+    least_new_tokens: int = Field(
+        50, ge=1, description="The seed's MAX_NEW_TOKENS: the notebook may generate more per call, not fewer."
+    )
     max_new_tokens: str = Field("MAX_NEW_TOKENS", description="The notebook variable holding max_new_tokens.")
     timed_function: str = Field(
         "generate_text_and_time", description="The notebook's timed generation function, whose calls the rubric watches."
@@ -681,7 +721,22 @@ def _results_frame(context: CheckContext, params: ResultsTableParams) -> Frame:
                 found=f"columns {list(frame.columns)}",
             )
         )
-    return frame
+    # Numbers formatted for display ("8.01", "0.52 s") are those numbers.
+    numeric = {frame.columns.index(params.memory_column), frame.columns.index(params.latency_column)}
+    rows = tuple(tuple(shown_number(cell) if index in numeric else cell for index, cell in enumerate(row)) for row in frame.rows)
+    return Frame(frame.columns, frame.dtypes, rows, frame.length)
+
+
+_SHOWN_NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?:[a-zA-Z/%]+)?\s*")
+
+
+def shown_number(value: Any) -> Any:
+    """A number shown as text ("8.01", "0.52 s", "4.63 MB") as that number; any other value as it is."""
+    if isinstance(value, str):
+        match = _SHOWN_NUMBER.fullmatch(value)
+        if match:
+            return float(match.group(1))
+    return value
 
 
 def _row_configurations(context: CheckContext, params: ResultsTableParams, frame: Frame) -> list[LoadedConfiguration | None]:
@@ -759,6 +814,17 @@ class NotebookRecord:
     calls: list[OwnCall]
     kinds: dict[int, str]  # serial -> what the model is (int8, nf4, fp4, fp32, ...; "other" for another model's weights)
     generates: list[GenerateEvent]
+    hooked: frozenset[int] = frozenset()  # models that ran with forward hooks the notebook put on them
+
+
+def _text_and_latency_of(returned: Any) -> tuple[Any, Any]:
+    """The text and the latency a call of the timed function returned, whatever their order or container (a pair, or
+    a dict of the two): the results table is held against them, and the order is generate-output's to charge."""
+    values = list(returned.values()) if isinstance(returned, dict) else returned
+    if not isinstance(values, (tuple, list)) or len(values) != 2:
+        return None, None
+    first, second = values
+    return (second, first) if isinstance(second, str) and is_number(first) else (first, second)
 
 
 def notebook_record(context: CheckContext, params: ResultsTableParams) -> NotebookRecord:
@@ -769,14 +835,18 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
         if not notebook.ok:
             return failed_call(notebook, "the notebook's generate record")
         kinds: dict[int, str] = {}
+        hooked: set[int] = set()
         reference = reference_fingerprint(context, params.model)
         for event in notebook.events:
             if event["type"] == "model":
                 if fingerprint_difference(event["fingerprint"] or {}, reference):
-                    kinds[event["serial"]] = "other"
+                    kind = "other"
                 else:
-                    quantization = event["quantization"]
-                    kinds[event["serial"]] = quantization or FLOAT_KINDS.get(event["dtype"], event["dtype"])
+                    kind = event["quantization"] or FLOAT_KINDS.get(event["dtype"], event["dtype"])
+                # A model that ran as one kind and then as another (its layers swapped after a first run) is none.
+                kinds[event["serial"]] = kind if kinds.get(event["serial"], kind) == kind else "changed"
+                if (event["fingerprint"] or {}).get("hooks"):
+                    hooked.add(event["serial"])
         calls = []
         for event in notebook.returned_events(params.timed_function):
             described = [description for _, description in event["arguments"]]
@@ -785,7 +855,7 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
             )
             values = [decode(item) for item in described]
             returned = decode(event["value"])
-            text, latency = returned if isinstance(returned, (tuple, list)) and len(returned) == 2 else (None, None)
+            text, latency = _text_and_latency_of(returned)
             calls.append(
                 OwnCall(
                     serial,
@@ -796,7 +866,7 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
                     float(event["time"]),
                 )
             )
-        return NotebookRecord(calls, kinds, notebook.generate_events())
+        return NotebookRecord(calls, kinds, notebook.generate_events(), frozenset(hooked))
 
     record = context.once(f"notebook-record:{params.timed_function}", read)
     if isinstance(record, Verdict):
@@ -805,13 +875,10 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
 
 
 def latency_readings_of(latencies: list[float], runs: int) -> list[float]:
-    """What a row's average latency may be from these timed runs of its first prompt: their mean (all of them, the
-    first or the last ``runs`` of them: a warm-up left out) or median."""
-    readings = []
-    for chosen in (latencies, latencies[:runs], latencies[-runs:]):
-        if chosen:
-            readings += [statistics.fmean(chosen), statistics.median(chosen)]
-    return readings
+    """What a row's average latency may be from these timed runs of its first prompt: the mean or median of all of
+    them, or of any ``runs`` of them in a row (a warm-up before them, an output run after them left out)."""
+    windows = [latencies] + [latencies[start : start + runs] for start in range(max(0, len(latencies) - runs) + 1)]
+    return [reading for chosen in windows if chosen for reading in (statistics.fmean(chosen), statistics.median(chosen))]
 
 
 @dataclass(frozen=True)
@@ -828,6 +895,28 @@ class RowRuns:
         return len(self.outputs) + len(self.settings) + len(self.latency)
 
 
+def _texts(calls: list[OwnCall], prompt: Any) -> set[str]:
+    """The texts these calls on ``prompt`` returned, as a table shows them: whole, or their continuation alone."""
+    texts = set()
+    for call in calls:
+        if call.prompt == prompt and isinstance(call.text, str):
+            texts.add(_same_text(call.text))
+            if isinstance(prompt, str) and call.text.startswith(prompt):
+                texts.add(_same_text(call.text[len(prompt) :]))
+    return texts
+
+
+def _first_latencies(calls: list[OwnCall], prompts: list[Any]) -> list[float]:
+    """The latencies these calls on the first prompt returned, in order."""
+    return [float(call.latency) for call in calls if prompts and call.prompt == prompts[0] and is_number(call.latency)]
+
+
+def _average_agrees(latency: Any, reading: float) -> bool:
+    """Whether a row's latency is this average of its runs: to 0.1 % or 0.1 ms (runs rounded before they are averaged
+    give another last digit, not another average), or at the precision it is shown with."""
+    return agrees(latency, reading, 1e-3) or (is_number(latency) and abs(float(latency) - reading) <= 1e-4)
+
+
 def row_runs(
     record: NotebookRecord,
     serial: int,
@@ -838,27 +927,53 @@ def row_runs(
     max_new_tokens: Any,
 ) -> RowRuns:
     """A row held against the notebook's calls on the model of that serial: its outputs (the text each prompt's call
-    returned), its average latency (of the first prompt's timed runs), one max_new_tokens (the notebook's) in all."""
+    returned) and its average latency (of the first prompt's timed runs), from calls run with the notebook's
+    max_new_tokens. Other calls (a warm-up with a few tokens) may come and go: only where a row's numbers are explained
+    by calls of another max_new_tokens alone is that charged."""
     calls = [call for call in record.calls if call.serial == serial]
-    limits = sorted({str(call.max_new_tokens) for call in calls})
-    settings = (
-        [f"its runs used max_new_tokens {', '.join(limits)}, not {max_new_tokens}"] if limits != [str(max_new_tokens)] else []
-    )
+    same = [call for call in calls if str(call.max_new_tokens) == str(max_new_tokens)]
+    other_limits: set[str] = set()
     wrong_outputs = []
     for index, output in enumerate(outputs):
         prompt = prompts[index] if index < len(prompts) else None
-        texts = {_same_text(call.text) for call in calls if call.prompt == prompt and isinstance(call.text, str)}
-        if not isinstance(output, str) or _same_text(output) not in texts:
+        if isinstance(output, str) and _same_text(output) in _texts(same, prompt):
+            continue
+        others = [call for call in calls if isinstance(output, str) and _same_text(output) in _texts([call], prompt)]
+        if others:
+            other_limits.update(str(call.max_new_tokens) for call in others)
+        else:
             wrong_outputs.append(f"output {index + 1} is not the text its call on prompt {index + 1} returned")
-    first = [float(call.latency) for call in calls if prompts and call.prompt == prompts[0] and is_number(call.latency)]
     wrong_latency = []
-    if not first:
-        wrong_latency.append("no timed run of the first prompt was recorded on its model")
-    elif not any(agrees(latency, reading, 1e-6) for reading in latency_readings_of(first, runs)):
+    if serial in record.hooked:
         wrong_latency.append(
-            f"its average latency {latency!r} is not the average of its {len(first)} timed runs of the first prompt "
-            f"({', '.join(f'{value:.4g}' for value in first[:6])} s)"
+            "its model ran with forward hooks your notebook put on it (work added to every step): time the model as it loaded"
         )
+    first = _first_latencies(same, prompts)
+    if 0 < len(first) < runs:
+        wrong_latency.append(f"timed the first prompt {len(first)} time{'s' if len(first) != 1 else ''}, not {runs}")
+    elif not any(_average_agrees(latency, reading) for reading in latency_readings_of(first, runs)):
+        first_other = _first_latencies([call for call in calls if call not in same], prompts)
+        if first_other and any(_average_agrees(latency, reading) for reading in latency_readings_of(first_other, runs)):
+            other_limits.update(str(call.max_new_tokens) for call in calls if call not in same)
+        elif not first and not first_other:
+            wrong_latency.append("no timed run of the first prompt was recorded on its model")
+        else:
+            runs_seen = first or first_other
+            readings = latency_readings_of(runs_seen, runs)
+            in_ms = is_number(latency) and any(_average_agrees(float(latency) / 1000, reading) for reading in readings)
+            summed = is_number(latency) and _average_agrees(latency, math.fsum(runs_seen[-runs:]))
+            why = (
+                ": it is that average in milliseconds; report seconds"
+                if in_ms
+                else ": it is the sum of the runs, not their average; divide by the number of runs"
+                if summed
+                else ""
+            )
+            wrong_latency.append(
+                f"its average latency {latency!r} is not the average of its {len(runs_seen)} timed runs of the first prompt "
+                f"({', '.join(f'{value:.4g}' for value in runs_seen[:6])} s){why}"
+            )
+    settings = [f"its runs used max_new_tokens {', '.join(sorted(other_limits))}, not {max_new_tokens}"] if other_limits else []
     return RowRuns(serial, wrong_outputs, settings, wrong_latency)
 
 
@@ -911,6 +1026,14 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
         harness.describe(params.configurations, timeout_s=context.timeout_s), f"`{params.configurations}`"
     )
     prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
+    limit = context.returned(harness.describe(params.max_new_tokens, timeout_s=context.timeout_s), f"`{params.max_new_tokens}`")
+    if not is_number(limit) or float(limit) < params.least_new_tokens:
+        return Verdict.failed(
+            f"`{params.max_new_tokens}` is {limit!r}, but the experiment generates {params.least_new_tokens} new tokens per "
+            "call (the seed's setting): fewer tokens make every row's latency and outputs incomparable with the seed's.",
+            expected=f"{params.max_new_tokens} = {params.least_new_tokens} (or more)",
+            found=repr(limit),
+        )
     count = len(configurations) if isinstance(configurations, list) else None
     if count is not None and frame.length != count:
         return Verdict.failed(

@@ -23,6 +23,7 @@ from .checks import (
     _row_classes,
     _text_and_latency,
     generate_call,
+    own_calls_problem,
     rows_runs,
 )
 
@@ -83,6 +84,15 @@ def generate_latency(context: CheckContext, params: LatencyParams) -> Verdict:
     for verdict in verdicts:
         if verdict is not None:
             return Verdict(verdict.outcome, verdict.message, verdict.expected, verdict.found, data=data)
+    wrong = own_calls_problem(context, params.function, params.model, latency=True)
+    if wrong:
+        return Verdict.failed(
+            f"{params.function} reports its generate's latency when the grader calls it, but not when your notebook does: "
+            f"{wrong}. Return what your timer read around model.generate, whatever the model.",
+            expected="the latency a timer of each call's generate reads",
+            found=wrong,
+            data=data,
+        )
     return Verdict.passed(
         f"The latency {params.function} reports matches its generate call on two hidden prompts "
         f"({number(first, 's')} and {number(second, 's')}).",
@@ -94,6 +104,7 @@ class ResultsLatencyParams(ResultsTableParams):
     """How the table's latencies are compared with the generate calls the notebook made."""
 
     runs: str = Field("NUM_TIMING_RUNS", description="The notebook variable with the number of timing runs.")
+    least_runs: int = Field(3, ge=1, description="The seed's NUM_TIMING_RUNS: the notebook may time more runs, not fewer.")
     lower_rel: float = Field(0.1, ge=0, lt=1, description="Allowance below the fastest instrumented call.")
     upper_rel: float = Field(0.25, ge=0, description="Allowance above the slowest instrumented call.")
     abs_s: float = Field(0.015, ge=0, description="Absolute allowance either side.")
@@ -108,6 +119,13 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     runs = context.returned(harness.describe(params.runs, timeout_s=context.timeout_s), f"`{params.runs}`")
     expect_type(prompts, list, f"`{params.prompts}`", "a list of prompts")
     expect_type(runs, int, f"`{params.runs}`", "an int")
+    if runs < params.least_runs:
+        return Verdict.failed(
+            f"`{params.runs}` is {runs}, but each configuration's average latency is over {params.least_runs} timed runs "
+            "(the seed's setting): one run is one noisy reading, not an average.",
+            expected=f"{params.runs} = {params.least_runs} (or more)",
+            found=str(runs),
+        )
     judged = rows_runs(context, params, frame, runs, [])
     if judged is not None:
         # The notebook's calls of its timed function were recorded: each row's average is that of the first prompt's
