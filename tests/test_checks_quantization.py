@@ -8,6 +8,8 @@ model makes the controller (and so the table it would have built) fail too, and 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from grader.grading.grader import Grader
@@ -129,6 +131,36 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
             '"multi_line": "Shopping list: - eggs - milk - bread Remember:",',
         ),
     ],
+    # Mistakes the reference comparison catches, one per function: the loader keeps GPT-2's right padding; the PTQ
+    # exports gpt2 whatever id it is given; measure_batched repeats the first prompt; the table builder swaps the
+    # baseline's and the quantized model's rows; the controller measures with its own max_new_tokens; the edge probe
+    # files the short prompt's metrics under very_long and the long one's under very_short; the perplexity runs with
+    # gradients on.
+    "reference-compared-mistakes": [
+        ('    tokenizer.padding_side = "left"  # decoder-only generation continues from the last real token\n', ""),
+        (
+            "    exported = ORTModelForCausalLM.from_pretrained(model_id, export=True)",
+            "    exported = ORTModelForCausalLM.from_pretrained(MODEL_ID, export=True)",
+        ),
+        ("        batch = [prompts[i % len(prompts)] for i in range(batch_size)]", "        batch = prompts[:1] * batch_size"),
+        (
+            '        row(f"baseline ({results[\'dtype\']})", results["baseline"], results["perplexity"]["baseline"]["ppx"]),\n'
+            '        row("quantized (onnxruntime int8)", results["quantized"], results["perplexity"]["quantized"]["ppx"]),',
+            '        row(f"baseline ({results[\'dtype\']})", results["quantized"], results["perplexity"]["quantized"]["ppx"]),\n'
+            '        row("quantized (onnxruntime int8)", results["baseline"], results["perplexity"]["baseline"]["ppx"]),',
+        ),
+        (
+            "    tokenizer, model = load_model_and_tokenizer(model_id)\n    device, dtype",
+            "    max_new_tokens = MAX_NEW_TOKENS  # the same length in every comparison\n"
+            "    tokenizer, model = load_model_and_tokenizer(model_id)\n    device, dtype",
+        ),
+        ('        "very_short": "Hi",', '        "very_long": "Hi",'),
+        ('        "very_long": " ".join(', '        "very_short": " ".join('),
+        (
+            "        with torch.inference_mode():\n            for start in range(0, len(texts), PPX_BATCH_SIZE):",
+            "        if True:  # gradients on\n            for start in range(0, len(texts), PPX_BATCH_SIZE):",
+        ),
+    ],
 }
 
 EXPECTED_LOSSES = {
@@ -150,6 +182,15 @@ EXPECTED_LOSSES = {
         "ablation-settings",
         "batching-sizes",
         "edge-prompts",
+    },
+    "reference-compared-mistakes": {
+        "loader-same-id",
+        "ptq-quantized",
+        "batching-sizes",
+        "build-results-table",
+        "results-table",
+        "edge-prompts",
+        "ppx-loss",
     },
 }
 
@@ -195,7 +236,7 @@ def test_the_table_needs_every_scenario_and_batching_every_column(bundles) -> No
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-rows")
     assert result == "failed" and "no column latency_per_sample_s" in message
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "batching-sizes")
-    assert result == "failed" and "but the timed generate calls" in message
+    assert result == "failed" and "no timed generate call ran a batch drawn from the prompts it was given" in message
     first_size = int(message.split("received batches of [")[1].split(",")[0])
     assert f"received batches of [{first_size}, {first_size}] prompts" in message
     # Two calls of the first size, the second far longer: the first row's latency is its own call's.
@@ -211,7 +252,7 @@ def test_a_timed_warm_up_is_charged_once_in_measure_generation(bundles) -> None:
 
 def test_batches_must_hold_batch_size_prompts(bundles) -> None:
     result, message = outcome(bundles, "warmup-timed-one-batch-base2", "batching-sizes")
-    assert result == "failed" and "received batches of [3] prompts" in message
+    assert result == "failed" and "received batches of [4, 4] prompts" in message
     assert outcome(bundles, "warmup-timed-one-batch-base2", "batching-throughput")[0] == "passed"
 
 
@@ -315,3 +356,190 @@ def test_callers_of_a_measure_function_that_ignores_its_prompts_are_judged_by_wh
 def test_an_edge_entry_reporting_metrics_no_call_of_its_own_returned_is_named(bundles) -> None:
     result, message = outcome(bundles, "tokenizer-seconds-info-keys-table-columns", "edge-prompts")
     assert result == "failed" and "reports for 'repetitive'" in message, message
+
+
+def test_each_function_is_charged_for_its_own_mistake_against_the_reference(bundles) -> None:
+    bundle = "reference-compared-mistakes"
+    for check_id, words in (
+        ("loader-same-id", "the tokenizer pads on the right"),
+        ("ptq-quantized", "that is not the distilgpt2 model"),
+        ("batching-sizes", "no timed generate call ran a batch drawn from the prompts it was given"),
+        ("build-results-table", "which the row"),
+        ("results-table", "with max_new_tokens=16, not the max_new_tokens="),
+        ("edge-prompts", "holds the metrics of another kind of prompt"),
+        ("ppx-loss", "ran with gradients on"),
+    ):
+        result, message = outcome(bundles, bundle, check_id)
+        assert result == "failed" and words in message, (check_id, message)
+    # Batches of one prompt repeated are still each one batch's timed generate call: only how they are drawn is wrong.
+    assert outcome(bundles, bundle, "batching-throughput")[0] == "passed"
+
+
+def test_weights_read_through_pass_through_nodes_and_products_of_zeros_are_not_quantization() -> None:
+    """A float graph whose weights sit behind Identity nodes, plus one MatMulInteger of int8 zeros added to the
+    logits, computes with float products; a DequantizeLinear read through a Transpose is a quantized product."""
+    from course_assignments.quantization.checks import judge_graph
+    from onnx import TensorProto, helper
+
+    from grader.kernel.runtime import graph_summary
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)
+    zeros = [helper.make_tensor(name, TensorProto.INT8, [1, 1], [0]) for name in ("a", "b")]
+    wrapped = _graph(
+        [
+            helper.make_node("Identity", ["w"], ["w_read"]),
+            helper.make_node("Cast", ["w_read"], ["w_cast"], to=TensorProto.FLOAT),
+            helper.make_node("MatMul", ["x", "w_cast"], ["float_logits"]),
+            helper.make_node("MatMulInteger", ["a", "b"], ["zero"]),
+            helper.make_node("Cast", ["zero"], ["zero_float"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["float_logits", "zero_float"], ["logits"]),
+        ],
+        [weight, *zeros],
+        ["logits"],
+    )
+    summary = graph_summary(wrapped)
+    assert (summary["integer_matmuls_main"], summary["float_weight_matmuls_main"]) == (0, 1)
+    probe = {"probe": {"runs": 1, "own_session_runs": 1}}
+    assert judge_graph({**summary, **probe}, "the quantized model").outcome == "failed"
+
+    quantized = helper.make_tensor("wq", TensorProto.INT8, [4, 4], [3] * 16)
+    scale = helper.make_tensor("s", TensorProto.FLOAT, [], [0.1])
+    qdq = _graph(
+        [
+            helper.make_node("DequantizeLinear", ["wq", "s"], ["wd"]),
+            helper.make_node("Transpose", ["wd"], ["wt"]),
+            helper.make_node("MatMul", ["x", "wt"], ["logits"]),
+        ],
+        [quantized, scale],
+        ["logits"],
+    )
+    summary = graph_summary(qdq)
+    assert (summary["integer_matmuls_main"], summary["float_weight_matmuls_main"], summary["int8_initializers_main"]) == (1, 0, 1)
+    assert judge_graph({**summary, **probe}, "the quantized model").outcome == "passed"
+
+
+def test_the_graph_is_read_from_what_the_session_was_created_from(tmp_path) -> None:
+    """A session whose _model_path is pointed at another file is caught: by what it was created from where that was
+    recorded, else by what the native session reports of the graph it runs."""
+    import onnx
+    import onnxruntime
+    from course_assignments.quantization.checks import judge_graph
+    from onnx import helper
+
+    from grader.kernel import runtime
+
+    def write(name: str, producer: str) -> str:
+        model = _graph([helper.make_node("Identity", ["x"], ["logits"])], [], ["logits"])
+        model.producer_name = producer
+        model.opset_import[0].version = 17
+        model.ir_version = 8
+        path = str(tmp_path / name)
+        onnx.save(model, path)
+        return path
+
+    exported, quantized = write("model.onnx", "pytorch"), write("model_quantized.onnx", "onnx.quantize")
+    session = onnxruntime.InferenceSession(exported, providers=["CPUExecutionProvider"])
+    session._model_path = quantized  # the float export, claiming the quantized file
+    with pytest.raises(runtime.SessionFileMismatch):
+        runtime._session_graph(session)
+    assert runtime._session_graph(onnxruntime.InferenceSession(quantized, providers=["CPUExecutionProvider"]))[1] == (
+        "model_quantized.onnx"
+    )
+    recorded = onnxruntime.InferenceSession(exported, providers=["CPUExecutionProvider"])
+    runtime.SESSION_SOURCES[recorded] = runtime._creation_record(exported)
+    recorded._model_path = quantized
+    graph, source = runtime._session_graph(recorded)
+    assert source == "model.onnx" and graph.producer_name == "pytorch"
+    verdict = judge_graph({"problem": "the graph of its session cannot be read (SessionFileMismatch)"}, "the model")
+    assert verdict.outcome == "failed" and "names a file that is not the graph it was created from" in verdict.message
+
+
+def test_a_row_labelled_not_quantized_is_the_baseline() -> None:
+    from grader.checks.labels import read_scenario
+
+    for label in ("baseline (float32, not quantized)", "FP32, non-quantized", "no quantization"):
+        assert (read_scenario(label).baseline, read_scenario(label).quantized) == (True, False), label
+    assert read_scenario("quantized INT8 (KV cache on, left padding)").quantized
+
+
+def _run():
+    from course_assignments.quantization.checks import Measurement, Run
+
+    measurements = [
+        Measurement("baseline", {"latency_s": 0.2, "tokens_per_s": 240.0, "ms_per_token": 1000 / 240}, "baseline"),
+        Measurement("quantized", {"latency_s": 0.1, "tokens_per_s": 480.0, "ms_per_token": 1000 / 480}, "quantized"),
+        Measurement(
+            "use_cache=False,padding=left", {"latency_s": 0.5, "tokens_per_s": 96.0, "ms_per_token": 1000 / 96}, "ablation"
+        ),
+        Measurement("batch_size=4", {"latency_s": 0.4, "tokens_per_s": 480.0}, "batching"),
+    ]
+    return Run(measurements, {"baseline": [20.0], "quantized": [20.1]})
+
+
+def _table(rows: list[tuple[str, float, float, float, float]]):
+    from grader.kernel.values import Frame
+
+    columns = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
+    return Frame(columns, ("object",) + ("float64",) * 4, tuple(rows), len(rows))
+
+
+RIGHT_ROWS = [
+    ("baseline (KV cache on, left padding)", 0.2, 240.0, 1000 / 240, 20.0),
+    ("quantized (int8)", 0.1, 480.0, 1000 / 480, 20.1),
+    ("use_cache=False,padding=left", 0.5, 96.0, 1000 / 96, math.nan),
+    ("batch_size=4", 0.4, 480.0, 1000 / 480, math.nan),
+]
+
+
+def test_a_table_row_is_charged_to_the_builder_or_the_controller_by_what_the_builder_was_handed() -> None:
+    """A row holding part of its measurement, or another row's, or ms in seconds, or no ppx: the builder had the
+    measurement. A row holding none of its own measurement, which no row holds: the controller never handed it."""
+    from course_assignments.quantization.checks import ControllerParams, judge_rows
+
+    params = ControllerParams(function="run_quantization_exercise")
+    run = _run()
+    right = judge_rows(_table(RIGHT_ROWS), run, params)
+    assert (right.builder, right.controller) == ([], [])
+    rounded = [(label, round(lat, 3), round(rate, 1), round(ms, 2), round(ppx, 2)) for label, lat, rate, ms, ppx in RIGHT_ROWS]
+    assert judge_rows(_table(rounded), run, params).builder == []
+    swapped = [RIGHT_ROWS[1][:1] + RIGHT_ROWS[0][1:], RIGHT_ROWS[0][:1] + RIGHT_ROWS[1][1:], *RIGHT_ROWS[2:]]
+    judged = judge_rows(_table(swapped), run, params)
+    assert judged.controller == [] and any("which the row" in problem for problem in judged.builder)
+    per_sample = [*RIGHT_ROWS[:3], ("batch_size=4", 0.4, 120.0, 1000 / 120, math.nan)]
+    judged = judge_rows(_table(per_sample), run, params)
+    assert judged.controller == [] and "put the measurement in the row as it is" in judged.builder[0]
+    seconds = [*RIGHT_ROWS[:3], ("batch_size=4", 0.4, 480.0, 1 / 480, math.nan)]
+    assert "not 1000" in judge_rows(_table(seconds), run, params).builder[0]
+    no_ppx = [(label, lat, rate, ms, math.nan) for label, lat, rate, ms, _ in RIGHT_ROWS]
+    assert any("gives ppx" in problem for problem in judge_rows(_table(no_ppx), run, params).builder)
+    from_baseline = [*RIGHT_ROWS[:2], ("use_cache=False,padding=left", 0.2, 240.0, 1000 / 240, math.nan), RIGHT_ROWS[3]]
+    judged = judge_rows(_table(from_baseline), run, params)
+    assert judged.builder == [] and "returned" in judged.controller[0]
+
+
+def test_edge_entries_are_read_by_the_kind_their_key_names() -> None:
+    from course_assignments.quantization.checks import key_kind, keyed_kinds
+
+    assert [key_kind(key) for key in ("very_short", "Very long", "multi-line", "repetitive", "other")] == [
+        "very short",
+        "very long",
+        "multi-line",
+        "repetitive",
+        None,
+    ]
+    assert keyed_kinds({"a": 1, "b": 2, "c": 3, "d": 4}) is None
+    assert keyed_kinds({"short": 1, "long": 2, "multi_line": 3, "repeat": 4}) == {
+        "short": "very short",
+        "long": "very long",
+        "multi_line": "multi-line",
+        "repeat": "repetitive",
+    }
+
+
+def test_batches_are_drawn_as_the_reference_cycles_them_or_as_the_seed_groups_them() -> None:
+    from course_assignments.quantization.checks import cycled, grouped
+
+    prompts = ["a", "b", "c", "d"]
+    assert cycled(prompts, 5) == [["a", "b", "c", "d", "a"]]
+    assert grouped(prompts, 3) == [["a", "b", "c"], ["d"]]
+    assert grouped(prompts, 5) == [prompts]

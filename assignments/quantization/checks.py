@@ -1,11 +1,15 @@
 """Check kinds of the ``quantization`` assignment: Optimum PTQ, cache/padding ablation, batching (seeds 001, 002).
 
-Every timing is judged from the instrumentation of the student's own calls, paced as in the
-``latency`` assignment (see :mod:`grader.checks.timing`). The quantized model is judged by the
-ONNX graph its session really runs (read with the ``onnx`` package in the grader's process) and
-by generating text with it; the ablation and batching by the settings and shapes that reach each
-generate call; perplexity by the shared code of the ``perplexity`` assignment, on hidden corpora,
-with an INT8 ONNX model the grader quantizes itself so that a PTQ mistake is charged only once.
+Each function is called on two hidden input sets that differ in every argument (the model, ``gpt2`` then
+``distilgpt2``, the prompts, the lengths, the batch sizes, ``use_cache``), with the model and tokenizer the notebook's
+own loader returns where they keep the starter's contract (grader/checks/calls.py). What a call did is compared with
+what the reference implementation (the solution's definitions, run in the grader's process) does on the same inputs,
+as multisets of generate calls (grader/checks/behaviour.py): order, threads, repetitions (a best-of-three timer),
+warm-ups and helper calls are free. Timings are judged against the instrumented generate calls they time, paced as in
+the ``latency`` assignment (grader/checks/timed.py, grader/checks/timing.py). The quantized model is judged by the ONNX
+graph its live session was created from (read in the kernel); perplexity by the shared code of the ``perplexity``
+assignment, with an INT8 ONNX model the grader quantizes itself (a PTQ mistake is charged once); the controller's
+table against what its own measuring calls returned during the run, each row against its scenario's measurement.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import math
 import re
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -33,30 +37,38 @@ from grader.checks.base import (
     number,
     shape_verdict,
 )
+from grader.checks.behaviour import (
+    Behaviour,
+    Generation,
+    carrying,
+    matching,
+)
+from grader.checks.calls import Argument, GradedCall, graded_call, handed
 from grader.checks.common import claim_records, screen_answer, table_facts
-from grader.checks.labels import Scenario, missing_scenarios, read_scenario
-from grader.checks.loss import CorpusParams, draw_corpus, judge_loss, reference_variants, text_token_lengths
+from grader.checks.identity import identify, reference_fingerprint
+from grader.checks.labels import missing_scenarios, read_scenario
+from grader.checks.loss import CorpusParams, draw_corpus, hidden_corpus, judge_loss, reference_variants, text_token_lengths
+from grader.checks.numbers import agrees, shown_decimals
 from grader.checks.shapes import ANY, FRAME, items, keyed_by, keys
+from grader.checks.timed import Timed, judge_timed_settings, timed_call
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,
-    call_timed,
-    judge_generate_inputs,
+    agrees_with_timed,
     judge_latency,
     judge_new_tokens,
     judge_rates,
-    judge_timed_call,
+    judge_timed_latency,
+    latency_readings,
     max_matching,
     new_tokens_range,
-    retry_while_too_long,
     span,
     tokens_limit,
-    too_long,
 )
 from grader.grading.replay import NotRecorded
 from grader.grading.rubric import validated_params
-from grader.kernel.harness import CallOutcome, literal, mapping, model, model_spec, onnx_model
-from grader.kernel.protocol import GenerateEvent
+from grader.kernel.harness import CallOutcome, literal, mapping, onnx_model
+from grader.kernel.protocol import GenerateEvent, ReturnedEvent
 from grader.kernel.values import Frame, OnnxModel, decode, is_number, kind_of
 from grader.quiet import quiet_libraries
 
@@ -66,37 +78,41 @@ SETTING_METRICS = ("latency_s", "tokens_per_s", "ms_per_token")
 
 
 class PromptsParams(LatencyTolerance):
-    """Hidden prompts of different lengths (so that a batch is padded) and max_new_tokens."""
+    """Two hidden input sets: prompts of different lengths (so that a batch is padded) and max_new_tokens, on two models."""
 
-    model: str = Field("gpt2", description="Hub ID of the model.")
-    prompts: list[str] = Field(min_length=3, description="Hidden prompts; some are drawn, the shortest and the longest always.")
-    draws: int = Field(3, ge=2, description="How many prompts are passed.")
+    model: str = Field("gpt2", description="Hub ID of the model of the first call.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
+    prompts: list[str] = Field(
+        min_length=3, description="Hidden prompts; each call draws some (the first the shortest and longest)."
+    )
+    draws: int = Field(3, ge=2, description="How many prompts each call is passed.")
     tokens: list[int] = Field([12, 24], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of derived rates (tokens_per_s, ms_per_token).")
 
 
-def draw_prompts(context: CheckContext, params: PromptsParams, name: str) -> tuple[list[str], int]:
-    """Prompts and max_new_tokens for a call: the shortest and longest hidden prompts and a few others."""
+def two_lengths(rng: Any, low: int, high: int) -> tuple[int, int]:
+    """Two different values in [low, high] (or just above it): one drawn, the other its mirror."""
+    first = rng.randint(low, high)
+    second = low + high - first
+    if second == first:
+        second = first + 1
+    return first, second
+
+
+def draw_inputs(context: CheckContext, params: PromptsParams, name: str) -> list[tuple[str, list[str], int]]:
+    """The two hidden calls' (hub id, prompts, max_new_tokens), every one different: the first call gets the shortest
+    and longest prompts and some others, the second the prompts the first did not get (topped up from the others)."""
     rng = context.rng_for(name)
     ordered = sorted(params.prompts, key=len)
     middle = rng.sample(ordered[1:-1], min(max(params.draws - 2, 0), len(ordered) - 2))
-    prompts = [ordered[-1], *middle, ordered[0]]
-    rng.shuffle(prompts)
-    return prompts, rng.randint(*params.tokens)
-
-
-def timed_calls(outcome: CallOutcome) -> list[GenerateEvent]:
-    """The last generate call of each run of calls on the same inputs (a warm-up, then the timed call)."""
-    timed: list[GenerateEvent] = []
-    previous: tuple[Any, ...] | None = None
-    for event in outcome.generate_events():
-        key = (tuple(event["input_shape"] or ()), tuple(event["input_ids"] or ()), event["padding_side"])
-        if key == previous and timed:
-            timed[-1] = event
-        else:
-            timed.append(event)
-        previous = key
-    return timed
+    first = [ordered[-1], *middle, ordered[0]]
+    second = [prompt for prompt in ordered if prompt not in first][: params.draws]
+    second += [prompt for prompt in middle if prompt not in second][: params.draws - len(second)]
+    second += [prompt for prompt in (ordered[0], ordered[-1]) if prompt not in second][: max(params.draws - len(second), 0)]
+    rng.shuffle(first)
+    rng.shuffle(second)
+    tokens = two_lengths(rng, *params.tokens)
+    return [(params.model, first, tokens[0]), (params.other_model, second, tokens[1])]
 
 
 def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, Any]:
@@ -112,61 +128,300 @@ def _metrics_dict(value: Any, call: str, names: tuple[str, ...]) -> dict[str, An
     return value
 
 
+def watched_arguments(event: ReturnedEvent) -> list[Any]:
+    """What a watched function was given, in its signature's order (defaults applied), each decoded (a model or
+    tokenizer stays the raw description, with its ``serial`` or ``padding_side``)."""
+    pairs = event["arguments"]
+    pairs = [pair for pair in pairs if isinstance(pair, list) and len(pair) == 2] if isinstance(pairs, list) else []
+    return [
+        decode(description) if isinstance(description, dict) and description.get("kind") not in ("object", None) else description
+        for _, description in pairs
+    ]
+
+
+def argument(event: ReturnedEvent, name: str, position: int) -> Any:
+    """The argument a watched function was given as ``name`` (the starter's parameter name), else at ``position``
+    (in its signature's order; None where it took fewer), decoded as :func:`watched_arguments` decodes it."""
+    pairs = event["arguments"] if isinstance(event["arguments"], list) else []
+    values = watched_arguments(event)
+    names = [pair[0] if isinstance(pair, list) and len(pair) == 2 else None for pair in pairs]
+    names = [pair_name for pair_name in names if pair_name is not None]
+    if name in names:
+        return values[names.index(name)]
+    return values[position] if position < len(values) else None
+
+
+def is_onnx_argument(value: Any) -> bool:
+    """Whether a watched argument (a raw description) is an Optimum ONNX Runtime model."""
+    return isinstance(value, dict) and value.get("kind") in ("object", "onnx_model") and "onnxruntime" in str(value.get("type"))
+
+
+def is_torch_argument(value: Any) -> bool:
+    """Whether a watched argument (a raw description) is a PyTorch model the runtime knows by its serial."""
+    return isinstance(value, dict) and isinstance(value.get("serial"), int) and not is_onnx_argument(value)
+
+
 # --------------------------------------------------------------------------------------
 # measure_generation
 # --------------------------------------------------------------------------------------
 
 
 class MeasureParams(PromptsParams, TargetParams):
-    """Hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
+    """Two hidden calls of measure_generation on a batch of prompts, paced so that a timer around other work shows."""
 
-    use_cache: bool = Field(False, description="use_cache passed (the default is True).")
+    use_cache: bool = Field(False, description="use_cache passed to the first call (the second gets the other value).")
 
 
-def _measured(context: CheckContext, params: MeasureParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
-    prompts, max_new_tokens = draw_prompts(context, params, "measure")
-    key = f"quantization-measure:{params.function}:{params.model}:{prompts}:{max_new_tokens}:{params.use_cache}"
+# What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
+# prompts' ids, the limit of new tokens, use_cache, the padding side of the batch, and inputs on the model's device.
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "device", "inputs")
 
-    def attempt() -> tuple[CallOutcome, Any]:
-        return call_timed(
-            context,
-            params.function,
-            params.model,
-            prompts,  # type: ignore[arg-type]  # a list of prompts, passed as a JSON literal
-            max_new_tokens,
-            literal(params.use_cache),
-            dtype="float32",
-            pace_s=params.pace_s,
+
+@dataclass(frozen=True)
+class Measured:
+    """One hidden measure_generation call: its inputs, and the timed call (what it did beside the reference)."""
+
+    hub_id: str
+    prompts: list[str]
+    max_new_tokens: int
+    use_cache: bool
+    timed: Timed
+
+    @property
+    def call(self) -> str:
+        return self.timed.call
+
+    @property
+    def value(self) -> dict[str, Any]:
+        value: dict[str, Any] = self.timed.value
+        return value
+
+
+def measured_calls(context: CheckContext, params: MeasureParams) -> list[Measured]:
+    """The two hidden measure_generation calls (shared by its checks), each made again while its latency reads too
+    long (a preempted run does not repeat; a timer around other work does)."""
+    calls = []
+    for index, (hub_id, prompts, max_new_tokens) in enumerate(draw_inputs(context, params, "measure")):
+        use_cache = params.use_cache if index == 0 else not params.use_cache
+        objects = handed(context, hub_id)
+        call = (
+            f"{params.function}({hub_id} model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens}, "
+            f"use_cache={use_cache})"
         )
+        arguments = [
+            objects.model,
+            objects.tokenizer,
+            Argument.value(prompts, f"{len(prompts)} prompts"),
+            Argument.value(max_new_tokens),
+            Argument.value(use_cache),
+        ]
 
-    outcome, value = context.once(
-        key,
-        lambda: retry_while_too_long(params, attempt, lambda value: value.get("latency_s") if isinstance(value, dict) else None),
-    )
-    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens}, use_cache={params.use_cache})"
-    _metrics_dict(value, call, METRICS)
-    if not outcome.generate_events():
-        raise StopCheck(Verdict.failed(f"{params.function} never called model.generate.", found="no generate call"))
-    wrong_inputs = judge_generate_inputs(
-        context.models.tokenizer(params.model), outcome.generate_events()[-1], prompts, max_new_tokens, params.function
-    )
-    if wrong_inputs is not None:
-        raise StopCheck(replace(wrong_inputs, data={**wrong_inputs.data, "ignores_inputs": True}))
-    return prompts, max_new_tokens, outcome, value
+        def returns(outcome: CallOutcome, call: str = call) -> Any:
+            return _metrics_dict(context.returned(outcome, call, keys(*METRICS)), call, METRICS)
+
+        timed = timed_call(
+            context,
+            params,
+            params.function,
+            arguments,
+            hub_id,
+            call,
+            lambda value: value.get("latency_s"),
+            returns,
+            MEASURE_ASPECTS,
+            memo=f"{call}:{prompts}:{params.pace_s}:{objects.own}",
+        )
+        calls.append(Measured(hub_id, prompts, max_new_tokens, use_cache, timed))
+    return calls
+
+
+MEASURE_FIX = (
+    "Tokenize the prompts you are given as one padded batch, and pass it with max_new_tokens and use_cache to "
+    "model.generate on the model you are given, with the inputs moved to model.device."
+)
 
 
 @check_kind("batch_measure_tokens", MeasureParams)
 def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
-    """measure_generation on a batch counts the new tokens of every sequence and derives its rates from them."""
-    _, max_new_tokens, outcome, value = _measured(context, params)
-    latency = float(value["latency_s"])
-    timed = outcome.generate_events()[-1]
-    verdict = judge_new_tokens(value["new_tokens"], timed, max_new_tokens) or judge_rates(
-        params.rate_tolerance, latency, float(value["new_tokens"]), value["tokens_per_s"], value["ms_per_token"]
+    """measure_generation's timed generate does what the reference's does on the same inputs (the model, prompts,
+    max_new_tokens and use_cache it is given), it counts the new tokens of every sequence and derives its rates."""
+    for measured in measured_calls(context, params):
+        timed = measured.timed.timed()
+        value = measured.value
+        verdict = (
+            judge_timed_settings(context, measured.timed, MEASURE_FIX)
+            or judge_new_tokens(value["new_tokens"], timed[-1], measured.max_new_tokens)
+            or judge_rates(
+                params.rate_tolerance,
+                float(value["latency_s"]),
+                float(value["new_tokens"]),
+                value["tokens_per_s"],
+                value["ms_per_token"],
+            )
+        )
+        if verdict is not None:
+            return verdict
+    return Verdict.passed(
+        f"{params.function} generates the prompts, max_new_tokens and use_cache it is given on the model it is given, "
+        "counts the new tokens of every sequence and derives its rates from them."
     )
-    if verdict is not None:
-        return verdict
-    return Verdict.passed(f"{params.function} counts the new tokens of every sequence and derives its rates from them.")
+
+
+# The kinds of measure_generation's own checks (batch_measure_latency is hidden_checks.py's): their hidden calls are
+# the ones the checks of functions built on measure_generation ask about.
+MEASURE_KINDS = ("batch_measure_latency", "batch_measure_tokens")
+
+
+def _measure_params(context: CheckContext) -> MeasureParams | None:
+    for check in context.rubric.checks:
+        if check.kind in MEASURE_KINDS:
+            return validated_params(MeasureParams, check)
+    return None
+
+
+def measure_drops(context: CheckContext) -> set[str]:
+    """What the notebook's measure_generation itself does not pass on in its own hidden calls (charged in its own
+    checks, not again in its callers'): "rows" (the prompts), "limit" (max_new_tokens), "use_cache", "padding",
+    "model"."""
+    params = _measure_params(context)
+    if params is None:
+        return set()
+    try:
+        calls = measured_calls(context, params)
+    except StopCheck:
+        return set()
+    dropped = {aspect for measured in calls for unmatched in measured.timed.unmatched() for aspect in unmatched.differ}
+    if any(measured.timed.stray() for measured in calls):
+        dropped.add("model")
+    return dropped
+
+
+def measure_mistimes(context: CheckContext) -> bool:
+    """Whether the notebook's measure_generation itself reports a latency its timed generate disagrees with (charged in
+    its own check, not again where a caller reports what it returned)."""
+    params = _measure_params(context)
+    if params is None:
+        return False
+    try:
+        calls = measured_calls(context, params)
+    except StopCheck:
+        return False
+    return any(
+        judge_timed_latency(params, float(m.value["latency_s"]), m.timed.outcome, m.timed.timed(), m.max_new_tokens) is not None
+        for m in calls
+    )
+
+
+def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_function: str = "measure_generation") -> bool:
+    """Whether a call that went through the notebook's measure_generation can be judged only by what it gave it:
+    measure_generation itself does not generate the prompts, max_new_tokens, use_cache or padding it is given (charged
+    in its own checks)."""
+    if not outcome.returned_events(measure_function):
+        return False  # the call never used measure_generation: its own generate calls are its own
+    return bool(measure_drops(context) & {"rows", "limit", "use_cache", "padding"})
+
+
+def caller_aspects(
+    context: CheckContext, outcome: CallOutcome, aspects: tuple[str, ...], measure_function: str = "measure_generation"
+) -> tuple[str, ...]:
+    """What a call that went through the notebook's measure_generation is compared on: ``aspects``, less the model
+    where measure_generation itself runs another model than the one it is given (charged in its own checks)."""
+    if "model" not in aspects or not outcome.returned_events(measure_function) or "model" not in measure_drops(context):
+        return aspects
+    return tuple(aspect for aspect in aspects if aspect != "model")
+
+
+@dataclass(frozen=True)
+class MeasureCall:
+    """One call of the student's measure_generation inside a hidden call of a function built on it, as its caller
+    made it: the arguments in measure_generation's order (model, tokenizer, prompts, max_new_tokens, use_cache: the
+    order the grader's own hidden calls rely on), read as the call began, and what it returned."""
+
+    prompts: list[str] | None
+    max_new_tokens: Any
+    use_cache: Any
+    padding_sides: frozenset[str]  # "left"/"right" passed beyond the five parameters, else the tokenizer's padding_side
+    returned: Any
+    model: Any = None  # the model argument's raw description (its type and serial)
+
+    @property
+    def uses_cache(self) -> bool:
+        return not (isinstance(self.use_cache, (bool, int)) and not self.use_cache)
+
+    def given(self, prompts: list[str], max_new_tokens: int) -> bool:
+        """Whether this call was given these prompts (in any order) and this max_new_tokens."""
+        return self.prompts is not None and sorted(self.prompts) == sorted(prompts) and self.max_new_tokens == max_new_tokens
+
+
+def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
+    """Every call of the watched ``function`` during a hidden call, in order (see :class:`MeasureCall`)."""
+    calls = []
+    for event in outcome.returned_events(function):
+        values = watched_arguments(event)
+        positional = (values + [None] * 5)[:5]
+        given = positional[2]
+        prompts = list(given) if isinstance(given, (list, tuple)) and all(isinstance(p, str) for p in given) else None
+        # A side passed to measure_generation beyond its five parameters is the one asked for; else the tokenizer's.
+        sides = {value for value in values[5:] if value in ("left", "right")}
+        if not sides and len(values) > 1 and isinstance(values[1], dict):
+            sides = {values[1].get("padding_side")}
+        calls.append(
+            MeasureCall(
+                prompts=prompts,
+                max_new_tokens=positional[3],
+                use_cache=positional[4],
+                padding_sides=frozenset(side for side in sides if isinstance(side, str)),
+                returned=decode(event["value"]),
+                model=positional[0],
+            )
+        )
+    return calls
+
+
+def _returned_latencies(outcome: CallOutcome, function: str) -> set[float]:
+    """The latency_s of every dict a watched function returned during the call."""
+    return {
+        float(item["latency_s"])
+        for returned in outcome.returned_events(function)
+        if isinstance(item := decode(returned["value"]), dict) and is_number(item.get("latency_s"))
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Sweeps built on measure_generation: called paced, watching it, made again while a latency reads too long
+# --------------------------------------------------------------------------------------
+
+
+def sweep_call(
+    context: CheckContext,
+    params: Any,
+    arguments: list[Argument],
+    too_long: Callable[[GradedCall], bool],
+    memo: str,
+    paced: bool = True,
+) -> GradedCall:
+    """``params.function(*arguments)``, watching the student's measuring function, paced (the first of a function's
+    two calls: a timer around a warm-up shows there; the second, there to vary every argument, is not, which saves
+    a pause per batch); made again (see :func:`again_while`) while it returns and ``too_long`` says a latency it
+    reports reads too long. Once per memo."""
+    pace_s = params.pace_s if paced else 0.0
+
+    def attempt() -> GradedCall:
+        return graded_call(context, params.function, *arguments, pace_s=pace_s, watch=(params.measure_function,))
+
+    return context.once(
+        memo, lambda: again_while(params.attempts, attempt, lambda graded: graded.outcome.ok and too_long(graded))
+    )
+
+
+def reads_longer(tolerance: LatencyTolerance, latency: Any, events: Sequence[GenerateEvent]) -> bool:
+    """Whether ``latency`` reads longer than every timed run in ``events`` allows (worth another call)."""
+    readings = latency_readings(events)
+    return (
+        is_number(latency)
+        and bool(readings)
+        and float(latency) > max(readings) * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -175,28 +430,38 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
 
 
 class PtqParams(TargetParams):
-    """How the PTQ function is called and judged."""
+    """How the PTQ function is called (once per model id: every argument differs) and judged."""
 
-    model: str = Field("gpt2", description="Hub ID passed.")
+    model: str = Field("gpt2", description="Hub ID passed to the first call.")
+    other_model: str = Field("distilgpt2", description="Hub ID passed to the second call.")
     prompt: str = Field("The capital of France is", description="Prompt the quantized model must continue.")
     max_new_tokens: int = Field(8, ge=1, description="Tokens generated from the quantized model.")
 
 
-def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str]:
+@dataclass(frozen=True)
+class Quantized:
+    """One hidden PTQ call: the id it was given, the model it returned (kept in the kernel), its info string."""
+
+    hub_id: str
+    handle: str
+    call: str
+    model: OnnxModel
+    described: dict[str, Any]  # the kernel's description of the model (its serial and config sizes)
+    info: str
+
+
+def _ptq(context: CheckContext, params: PtqParams, hub_id: str) -> Quantized:
     harness = context.require_harness()
-    key = f"ptq:{params.function}:{params.model}"
+    handle = f"quantization:ptq:{hub_id}"
 
     def quantize() -> CallOutcome:
         save_dir = harness.session.workdir / f"grader-ptq-{secrets.token_hex(4)}"  # removed with the working folder
         return harness.call(
-            params.function,
-            [literal(params.model), literal(str(save_dir))],
-            timeout_s=context.timeout_s,
-            keep_as="quantization:ptq",
+            params.function, [literal(hub_id), literal(str(save_dir))], timeout_s=context.timeout_s, keep_as=handle
         )
 
-    outcome = context.once(key, quantize)
-    call = f"{params.function}({params.model!r}, save_dir)"
+    outcome = context.once(f"ptq:{params.function}:{hub_id}", quantize)
+    call = f"{params.function}({hub_id!r}, save_dir)"
     quantized, info = context.returned(outcome, call, items(ANY, ANY, names="(quantized_model, info)"))
     if not isinstance(quantized, OnnxModel):  # described as one only when it is an instance of Optimum's ORTModel
         raise StopCheck(
@@ -207,7 +472,16 @@ def _ptq(context: CheckContext, params: PtqParams) -> tuple[OnnxModel, str]:
                 found=kind_of(quantized),
             )
         )
-    return quantized, info if isinstance(info, str) else ""
+    value = outcome.raw.get("value") or {}
+    described = (value.get("items") or [{}])[0] if isinstance(value, dict) else {}
+    return Quantized(
+        hub_id, handle, call, quantized, described if isinstance(described, dict) else {}, info if isinstance(info, str) else ""
+    )
+
+
+def ptq_calls(context: CheckContext, params: PtqParams) -> list[Quantized]:
+    """run_static_ptq_optimum called with each model id (shared by the PTQ checks)."""
+    return [_ptq(context, params, hub_id) for hub_id in (params.model, params.other_model)]
 
 
 def _count(value: Any) -> int:
@@ -218,10 +492,18 @@ def _count(value: Any) -> int:
 def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
     """A quantized model's live graph, as the kernel summarised it: integer products carry its weights to the outputs."""
     if graph.get("problem"):
+        problem = str(graph["problem"])
+        if "SessionFileMismatch" in problem:
+            return Verdict.failed(
+                f"The session of {what} names a file that is not the graph it was created from and runs: return the "
+                "ONNX Runtime model loaded from the quantized file itself.",
+                expected="a session created from the quantized graph",
+                found="a session that runs another graph than the file it names",
+            )
         return Verdict.failed(
-            f"{what.capitalize()} is not an ONNX Runtime model running a session: {str(graph['problem'])[:300]}.",
+            f"{what.capitalize()} is not an ONNX Runtime model running a session: {problem[:300]}.",
             expected="an Optimum ORTModel whose onnxruntime.InferenceSession runs a quantized graph",
-            found=str(graph["problem"])[:300],
+            found=problem[:300],
         )
     probe: dict[str, Any] = graph["probe"] if isinstance(graph.get("probe"), dict) else {}
     if not _count(probe.get("own_session_runs")):
@@ -244,7 +526,8 @@ def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
         return Verdict.failed(
             f"The graph the quantized model's session runs ({str(graph.get('source', '?'))[:100]}) computes its outputs with "
             f"{integer} integer matrix products and {floats} float ones, using {int8} int8 weights: it was exported but not "
-            "quantized (integer operators that feed nothing do not count). Quantize it with "
+            "quantized (integer operators that feed nothing, or multiply only zeros, do not count; a weight read through "
+            "Identity, Cast, Reshape or Transpose is still that weight). Quantize it with "
             "ORTQuantizer.quantize(save_dir=..., quantization_config=AutoQuantizationConfig.avx2(is_static=False)) and load "
             "the quantized file (file_name='model_quantized.onnx').",
             expected="MatMulInteger / QLinearMatMul (or quantized weights) on the path to the logits, with int8 weights",
@@ -258,60 +541,100 @@ def judge_graph(graph: dict[str, Any], what: str) -> Verdict:
     )
 
 
+def exported_another(context: CheckContext, quantized: Quantized, graph: dict[str, Any]) -> str | None:
+    """Why the quantized model is not the model of the id it was given (None when it is): its config sizes against the
+    model the grader loads under that id, and the layers whose cache its graph takes against that model's layers."""
+    expected = reference_fingerprint(context, quantized.hub_id).get("sizes") or {}
+    sizes = quantized.described.get("sizes")
+    differing = [
+        f"{name} {sizes.get(name)!r} (expected {value!r})"
+        for name, value in expected.items()
+        if isinstance(sizes, dict) and name in sizes and sizes.get(name) != value
+    ]
+    layers = _count(graph.get("past_layers"))
+    wanted = expected.get("n_layer", expected.get("num_hidden_layers"))
+    if layers and isinstance(wanted, int) and layers != wanted:
+        differing.append(f"its graph takes the cache of {layers} layers (expected {wanted})")
+    return ", ".join(differing) or None
+
+
 @check_kind("ptq_quantized", PtqParams)
 def ptq_quantized(context: CheckContext, params: PtqParams) -> Verdict:
-    """The PTQ model's live ONNX graph is really quantized to integers."""
-    _ptq(context, params)
-    # Read in the kernel from the live session (never from a path the kernel names: the grader opens none).
-    outcome = context.require_harness().onnx_graph("quantization:ptq", item=0, timeout_s=context.timeout_s)
-    graph = outcome.raw.get("graph") if outcome.ok else None
-    if not isinstance(graph, dict):
-        return Verdict.error(
-            f"The grader could not read the quantized model's graph: {outcome.message or outcome.exception or 'no answer'}."
-        )
-    return judge_graph(graph, "the quantized model")
+    """The PTQ model of each id it is given is that id's model, and the ONNX graph its live session was created from is
+    really quantized to integers."""
+    verdicts = []
+    for quantized in ptq_calls(context, params):
+        # Read in the kernel from the live session (never from a path the kernel names: the grader opens none).
+        outcome = context.require_harness().onnx_graph(quantized.handle, item=0, timeout_s=context.timeout_s)
+        graph = outcome.raw.get("graph") if outcome.ok else None
+        if not isinstance(graph, dict):
+            return Verdict.error(
+                f"The grader could not read the graph of the model {quantized.call} returned: "
+                f"{outcome.message or outcome.exception or 'no answer'}."
+            )
+        verdict = judge_graph(graph, f"the model {quantized.call} returned")
+        if verdict.outcome != "passed":
+            return verdict
+        other = exported_another(context, quantized, graph) if not graph.get("problem") else None
+        if other:
+            return Verdict.failed(
+                f"{quantized.call} returned a quantized model that is not the {quantized.hub_id} model: {other}. Export the "
+                "model_id you are given (ORTModelForCausalLM.from_pretrained(model_id, export=True)), not a fixed one.",
+                expected=f"the quantized {quantized.hub_id} model",
+                found=other,
+            )
+        verdicts.append(verdict)
+    return replace(verdicts[0], message=verdicts[0].message + f" The same holds for {params.other_model!r}.")
 
 
 @check_kind("ptq_generates", PtqParams)
 def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
     """The PTQ model generates text by running its ONNX session, and its info names backend and precision."""
-    _, info = _ptq(context, params)
-    generated = context.require_harness().generate(
-        "quantization:ptq", params.model, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s, item=0
+    for quantized in ptq_calls(context, params):
+        generated = context.require_harness().generate(
+            quantized.handle, quantized.hub_id, params.prompt, params.max_new_tokens, timeout_s=context.timeout_s, item=0
+        )
+        if not generated.ok:
+            return Verdict.failed(
+                f"The model {quantized.call} returned could not generate text for {params.prompt!r}: "
+                f"{generated.exception or generated.message}.",
+                expected="generated text",
+                found=str(generated.exception or generated.message),
+            )
+        text = generated.value if isinstance(generated.value, str) else ""
+        if not text.strip():
+            return Verdict.failed(
+                f"The model {quantized.call} returned generated no text for {params.prompt!r}.",
+                expected="generated text",
+                found=repr(text),
+            )
+        if not generated.onnx_run_events():
+            return Verdict.failed(
+                f"The model {quantized.call} returned continued {params.prompt!r} without running any ONNX Runtime "
+                "session: its forward must compute with the quantized graph, not with another model.",
+                expected="generation through the model's ONNX Runtime session",
+                found="no session run",
+            )
+        missing = [
+            what
+            for what, pattern in (
+                ("the backend (ONNX Runtime / Optimum)", r"onnx|\bort\b|optimum"),
+                ("the precision (int8)", r"int8|8[- ]?bit"),
+            )
+            if not re.search(pattern, quantized.info, re.IGNORECASE)
+        ]
+        if missing:
+            return Verdict.failed(
+                f"The quantized model generates text, but its info string {quantized.info!r} does not name "
+                f"{' or '.join(missing)}.",
+                expected="an info string such as 'onnxruntime int8 (dynamic PTQ)'",
+                found=repr(quantized.info),
+            )
+    first = ptq_calls(context, params)[0]
+    return Verdict.passed(
+        f"The quantized models of {params.model!r} and {params.other_model!r} continue {params.prompt!r} by running their "
+        f"ONNX Runtime sessions; info: {first.info!r}."
     )
-    if not generated.ok:
-        return Verdict.failed(
-            f"The quantized model could not generate text for {params.prompt!r}: {generated.exception or generated.message}.",
-            expected="generated text",
-            found=str(generated.exception or generated.message),
-        )
-    text = generated.value if isinstance(generated.value, str) else ""
-    if not text.strip():
-        return Verdict.failed(
-            f"The quantized model generated no text for {params.prompt!r}.", expected="generated text", found=repr(text)
-        )
-    if not generated.onnx_run_events():
-        return Verdict.failed(
-            f"The quantized model continued {params.prompt!r} without running any ONNX Runtime session: its forward must "
-            "compute with the quantized graph, not with another model.",
-            expected="generation through the model's ONNX Runtime session",
-            found="no session run",
-        )
-    missing = [
-        what
-        for what, pattern in (
-            ("the backend (ONNX Runtime / Optimum)", r"onnx|\bort\b|optimum"),
-            ("the precision (int8)", r"int8|8[- ]?bit"),
-        )
-        if not re.search(pattern, info, re.IGNORECASE)
-    ]
-    if missing:
-        return Verdict.failed(
-            f"The quantized model generates text, but its info string {info!r} does not name {' or '.join(missing)}.",
-            expected="an info string such as 'onnxruntime int8 (dynamic PTQ)'",
-            found=repr(info),
-        )
-    return Verdict.passed(f"The quantized model continues {params.prompt!r} with {text.strip()[:40]!r}; info: {info!r}.")
 
 
 # --------------------------------------------------------------------------------------
@@ -319,6 +642,8 @@ def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
 # --------------------------------------------------------------------------------------
 
 SETTINGS = tuple((use_cache, side) for use_cache in (True, False) for side in ("left", "right"))
+# What each setting's timed generate is compared on with the reference's.
+ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "device", "inputs")
 
 
 def setting_key(use_cache: bool, side: str) -> str:
@@ -327,185 +652,115 @@ def setting_key(use_cache: bool, side: str) -> str:
 
 
 class AblationParams(PromptsParams, TargetParams):
-    """A hidden ablation call."""
+    """Two hidden ablation calls."""
 
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (what it generates is its own check's)."
     )
 
 
-def _setting_events(outcome: CallOutcome, use_cache: bool, side: str, max_new_tokens: int) -> list[GenerateEvent]:
-    return [
-        event
-        for event in outcome.generate_events()
-        if event["use_cache"] is use_cache and event["padding_side"] == side and tokens_limit(event) == max_new_tokens
-    ]
+@dataclass(frozen=True)
+class Ablation:
+    """One hidden ablation call: its inputs, and what it did beside the reference."""
+
+    hub_id: str
+    prompts: list[str]
+    max_new_tokens: int
+    graded: GradedCall
+    call: str
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return self.graded.outcome
+
+    def settings(self) -> dict[tuple[bool, str], Generation]:
+        """The reference's timed generate call of each setting (use_cache, padding side)."""
+        timed = [call for call in self.graded.reference().generations if call.limit == self.max_new_tokens]
+        return {(bool(call.use_cache), str(call.padding)): call for call in timed}
+
+    def runs(self, context: CheckContext, use_cache: bool, side: str) -> list[GenerateEvent]:
+        """The student's generate calls that do what the reference's timed call of this setting does."""
+        wanted = self.settings().get((use_cache, side))
+        if wanted is None:
+            return []
+        fits = carrying(context.models.tokenizer(self.hub_id))
+        aspects = caller_aspects(context, self.outcome, ABLATION_ASPECTS)
+        return [call.event for call in matching(self.graded.behaviour.generations, wanted, fits, aspects)]
 
 
-def _ablation_too_long(params: AblationParams, outcome: CallOutcome, value: Any, max_new_tokens: int) -> bool:
+def _ablation_too_long(context: CheckContext, params: AblationParams, ablation: Ablation) -> bool:
+    value = ablation.outcome.value
     if not isinstance(value, dict):
         return False
     for use_cache, side in SETTINGS:
-        events = _setting_events(outcome, use_cache, side, max_new_tokens)
         metrics = value.get(setting_key(use_cache, side))
         latency = metrics.get("latency_s") if isinstance(metrics, dict) else None
-        longest = max((float(event["duration_s"]) for event in events), default=math.inf)
-        if is_number(latency) and float(latency or 0) > longest * (1 + params.upper_rel) + params.upper_abs_s:
+        if reads_longer(params, latency, ablation.runs(context, use_cache, side)):
             return True
     return False
 
 
-def _timed_sweep(
-    context: CheckContext,
-    params: AblationParams | BatchParams,
-    arguments: tuple[Any, ...],
-    too_long: Callable[[CallOutcome], bool],
-) -> CallOutcome:
-    """``params.function(model, tokenizer, *arguments)``, paced and watching the student's measuring function; made
-    again (see :func:`again_while`) while it returns and ``too_long`` says a latency it reports reads too long."""
-    return again_while(
-        params.attempts,
-        lambda: context.call_with_model(
-            params.function,
-            params.model,
-            *arguments,
-            pace_s=params.pace_s,
-            watch=(params.measure_function,),
-        ),
-        lambda outcome: outcome.ok and too_long(outcome),
-    )
-
-
-def _ablation(context: CheckContext, params: AblationParams) -> tuple[list[str], int, CallOutcome, dict[str, Any]]:
-    prompts, max_new_tokens = draw_prompts(context, params, "ablation")
-    key = f"ablation:{params.function}:{params.model}:{prompts}:{max_new_tokens}"
-    outcome = context.once(
-        key,
-        lambda: _timed_sweep(
-            context,
-            params,
-            (literal(prompts), literal(max_new_tokens)),
-            lambda outcome: _ablation_too_long(params, outcome, outcome.value, max_new_tokens),
-        ),
-    )
-    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
-    value = context.returned(outcome, call, keyed_by("setting"))
-    return prompts, max_new_tokens, outcome, value
-
-
-# The kinds of measure_generation's own checks (batch_measure_latency is hidden_checks.py's): their hidden call is
-# the one the checks of functions built on measure_generation ask about.
-MEASURE_KINDS = ("batch_measure_latency", "batch_measure_tokens")
-
-
-def _measure_mistimes(context: CheckContext) -> bool:
-    """Whether the student's measure_generation itself reports a latency its generate call disagrees with.
-
-    Its rubric check's hidden call is reused (memoised), so an ablation built on it is not charged twice.
-    """
-    for check in context.rubric.checks:
-        if check.kind == MEASURE_KINDS[0]:
-            params = validated_params(MeasureParams, check)
-            try:
-                _, max_new_tokens, outcome, value = _measured(context, params)
-            except StopCheck:
-                return False
-            return judge_timed_call(params, float(value["latency_s"]), outcome, max_new_tokens) is not None
-    return False
-
-
-def measure_ignores_inputs(context: CheckContext, outcome: CallOutcome, measure_function: str = "measure_generation") -> bool:
-    """Whether a call that went through the student's measure_generation fails because that function itself
-    does not generate the prompts or max_new_tokens it is given (charged in its own checks, not again)."""
-    if not outcome.returned_events(measure_function):
-        return False  # the call never used measure_generation: its own generate calls are its own
-    for check in context.rubric.checks:
-        if check.kind in MEASURE_KINDS:
-            try:
-                _measured(context, validated_params(MeasureParams, check))
-            except StopCheck as stop:
-                return bool(stop.verdict.data.get("ignores_inputs"))
-            return False
-    return False
-
-
-@dataclass(frozen=True)
-class MeasureCall:
-    """One call of the student's measure_generation inside a hidden call of a function built on it, as its caller
-    made it: the arguments in measure_generation's order (model, tokenizer, prompts, max_new_tokens, use_cache: the
-    order the grader's own hidden calls rely on), read as the call began, and what it returned."""
-
-    prompts: list[str] | None
-    max_new_tokens: Any
-    use_cache: Any
-    padding_sides: frozenset[str]  # "left"/"right" passed beyond the five parameters, else the tokenizer's padding_side
-    returned: Any
-
-    @property
-    def uses_cache(self) -> bool:
-        return not (isinstance(self.use_cache, (bool, int)) and not self.use_cache)
-
-    def given(self, prompts: list[str], max_new_tokens: int) -> bool:
-        """Whether this call was given these prompts (in any order) and this max_new_tokens."""
-        return self.prompts is not None and sorted(self.prompts) == sorted(prompts) and self.max_new_tokens == max_new_tokens
-
-
-def measure_calls(outcome: CallOutcome, function: str) -> list[MeasureCall]:
-    """Every call of the watched ``function`` during a hidden call, in order (see :class:`MeasureCall`)."""
+def ablation_calls(context: CheckContext, params: AblationParams) -> list[Ablation]:
+    """The two hidden ablation calls (shared by its checks)."""
     calls = []
-    for event in outcome.returned_events(function):
-        pairs = event["arguments"]
-        pairs = [pair for pair in pairs if isinstance(pair, list) and len(pair) == 2] if isinstance(pairs, list) else []
-        values = [
-            decode(description) if isinstance(description, dict) and description.get("kind") != "object" else description
-            for _, description in pairs
+    for index, (hub_id, prompts, max_new_tokens) in enumerate(draw_inputs(context, params, "ablation")):
+        objects = handed(context, hub_id)
+        call = f"{params.function}({hub_id} model, tokenizer, <{len(prompts)} prompts>, max_new_tokens={max_new_tokens})"
+        arguments = [
+            objects.model,
+            objects.tokenizer,
+            Argument.value(prompts, f"{len(prompts)} prompts"),
+            Argument.value(max_new_tokens),
         ]
-        positional = (values + [None] * 5)[:5]
-        given = positional[2]
-        prompts = list(given) if isinstance(given, (list, tuple)) and all(isinstance(p, str) for p in given) else None
-        # A side passed to measure_generation beyond its five parameters is the one asked for; else the tokenizer's.
-        sides = {value for value in values[5:] if value in ("left", "right")}
-        if not sides and len(values) > 1 and isinstance(values[1], dict):
-            sides = {values[1].get("padding_side")}
-        calls.append(
-            MeasureCall(
-                prompts=prompts,
-                max_new_tokens=positional[3],
-                use_cache=positional[4],
-                padding_sides=frozenset(side for side in sides if isinstance(side, str)),
-                returned=decode(event["value"]),
-            )
-        )
+
+        def too_long(
+            graded: GradedCall, hub_id: str = hub_id, prompts: list[str] = prompts, tokens: int = max_new_tokens
+        ) -> bool:
+            return _ablation_too_long(context, params, Ablation(hub_id, prompts, tokens, graded, ""))
+
+        memo = f"ablation:{call}:{prompts}:{objects.own}"
+        graded = sweep_call(context, params, arguments, too_long, memo, paced=index == 0)
+        calls.append(Ablation(hub_id, prompts, max_new_tokens, graded, call))
     return calls
+
+
+def ablation_value(context: CheckContext, ablation: Ablation) -> dict[str, Any]:
+    """What an ablation call returned (a dict keyed by setting), or stop."""
+    return dict(context.returned(ablation.outcome, ablation.call, keyed_by("setting")))
 
 
 @check_kind("ablation_keys", AblationParams)
 def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
-    """The ablation reports the four settings keyed as the starter says, each with the metrics of its own generate call."""
-    _, max_new_tokens, outcome, value = _ablation(context, params)
+    """The ablation reports the four settings keyed as the starter says, each with the metrics of its own timed
+    generate calls (those doing what the reference's call of that setting does)."""
     wanted = [setting_key(use_cache, side) for use_cache, side in SETTINGS]
-    if sorted(map(str, value)) != sorted(wanted):
-        return Verdict.failed(
-            f"The ablation returned the keys {sorted(map(str, value))}: key the four settings exactly as "
-            f"{', '.join(repr(k) for k in wanted)}.",
-            expected=", ".join(wanted),
-            found=", ".join(sorted(map(str, value))),
-        )
     forgiven = False
-    for use_cache, side in SETTINGS:
-        name = setting_key(use_cache, side)
-        metrics = _metrics_dict(value[name], f"the ablation's {name!r}", SETTING_METRICS)
-        events = _setting_events(outcome, use_cache, side, max_new_tokens)
-        if not events:
-            continue  # the setting never reached generate: charged by the settings check
-        # Any call of this setting will do: a setting that is not really applied is charged by the settings check.
-        verdicts = [judge_latency(params, float(metrics["latency_s"]), [event], max_new_tokens) for event in events]
-        verdict = None if None in verdicts else verdicts[-1]
-        if verdict is not None and _measure_mistimes(context):
-            forgiven = True
-        elif verdict is not None:
+    for ablation in ablation_calls(context, params):
+        value = ablation_value(context, ablation)
+        if sorted(map(str, value)) != sorted(wanted):
             return Verdict.failed(
-                f"Under {name!r}: {verdict.message} Measure each setting with its own generate call and report that call's metrics.",
+                f"The ablation returned the keys {sorted(map(str, value))}: key the four settings exactly as "
+                f"{', '.join(repr(k) for k in wanted)}.",
+                expected=", ".join(wanted),
+                found=", ".join(sorted(map(str, value))),
+            )
+        for use_cache, side in SETTINGS:
+            name = setting_key(use_cache, side)
+            metrics = _metrics_dict(value[name], f"the ablation's {name!r}", SETTING_METRICS)
+            runs = ablation.runs(context, use_cache, side)
+            if not runs:
+                continue  # the setting never reached generate as the reference's does: charged by the settings check
+            latency = float(metrics["latency_s"])
+            if agrees_with_timed(params, latency, runs):
+                continue
+            # A latency measure_generation itself mistimes is charged in its own check, not again here.
+            if latency in _returned_latencies(ablation.outcome, params.measure_function) and measure_mistimes(context):
+                forgiven = True
+                continue
+            verdict = judge_latency(params, latency, runs[-1:], ablation.max_new_tokens) or Verdict.failed("")
+            return Verdict.failed(
+                f"In {ablation.call}, under {name!r}: {verdict.message} Measure each setting with its own generate call "
+                "and report that call's metrics.",
                 expected=verdict.expected,
                 found=verdict.found,
             )
@@ -514,7 +769,7 @@ def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
             "The ablation reports all four settings; their latencies disagree with their generate calls as "
             "measure_generation's own do, which is charged in its own check."
         )
-    return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate call.")
+    return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate calls.")
 
 
 # --------------------------------------------------------------------------------------
@@ -522,10 +777,12 @@ def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
 # --------------------------------------------------------------------------------------
 
 BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
+# What each batch's timed generate is compared on with the reference's (or the seed's grouping's).
+BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
 
 
 class BatchParams(PromptsParams, TargetParams):
-    """A hidden batching call."""
+    """Two hidden batching calls."""
 
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
@@ -535,66 +792,121 @@ class BatchParams(PromptsParams, TargetParams):
     )
 
 
-def _returned_latencies(outcome: CallOutcome, function: str) -> set[float]:
-    """The latency_s of every dict a watched function returned during the call."""
-    return {
-        float(item["latency_s"])
-        for returned in outcome.returned_events(function)
-        if isinstance(item := decode(returned["value"]), dict) and is_number(item.get("latency_s"))
-    }
+def cycled(prompts: list[str], size: int) -> list[list[str]]:
+    """The reference's batch of ``size``: one batch, cycling through the prompts."""
+    return [[prompts[index % len(prompts)] for index in range(size)]]
 
 
-def _batched(context: CheckContext, params: BatchParams) -> tuple[list[str], list[int], int, CallOutcome, Frame]:
-    prompts, max_new_tokens = draw_prompts(context, params, "batching")
-    rng = context.rng_for("batching-sizes")
-    sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
-    key = f"batched:{params.function}:{params.model}:{prompts}:{sizes}:{max_new_tokens}"
-    outcome = context.once(
-        key,
-        lambda: _timed_sweep(
-            context,
-            params,
-            (literal(prompts), literal(sizes), literal(max_new_tokens)),
-            lambda outcome: _batched_too_long(params, outcome, max_new_tokens),
-        ),
-    )
-    call = f"{params.function}(model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
-    frame = context.returned(outcome, call, FRAME)
-    return prompts, sizes, max_new_tokens, outcome, frame
+def grouped(prompts: list[str], size: int) -> list[list[str]]:
+    """The seed's grouping ("group prompts into batches and generate per batch"): every prompt, in consecutive
+    batches of ``size`` (the last one ragged)."""
+    return [prompts[start : start + size] for start in range(0, len(prompts), size)]
 
 
-def _batched_too_long(params: BatchParams, outcome: CallOutcome, max_new_tokens: int) -> bool:
-    """Whether a row's latency reads longer than its batch's timed generate allows (worth another call)."""
-    frame = outcome.value
+PLANS = {"the prompts cycled into one batch": cycled, "every prompt in consecutive batches": grouped}
+
+
+@dataclass(frozen=True)
+class Batched:
+    """One hidden measure_batched call: its inputs, and what it did beside the reference."""
+
+    hub_id: str
+    prompts: list[str]
+    sizes: list[int]
+    max_new_tokens: int
+    graded: GradedCall
+    call: str
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return self.graded.outcome
+
+    def batches(self, context: CheckContext, size: int, plan: str) -> list[Generation]:
+        """The timed generate calls a plan makes for one batch size: the reference's own call of that size (it cycles
+        through the prompts), with the rows of each batch of the plan."""
+        timed = [call for call in self.graded.reference().required() if call.limit == self.max_new_tokens]
+        if size not in self.sizes or len(timed) != len(self.sizes):
+            return []
+        model = timed[self.sizes.index(size)]
+        reference_tokenizer = context.models.tokenizer(self.hub_id)
+        wanted = []
+        for batch in PLANS[plan](self.prompts, size):
+            rows = tuple(tuple(reference_tokenizer(prompt)["input_ids"]) for prompt in batch)
+            wanted.append(replace(model, rows=rows, padding=model.padding if len({len(row) for row in rows}) > 1 else None))
+        return wanted
+
+    def runs(self, context: CheckContext, size: int) -> list[list[list[GenerateEvent]]]:
+        """For each plan whose every batch of ``size`` the call ran (the reference's first), each batch's timed
+        generate calls; empty where it ran no plan's batches. (A plan's first batch can be another's: the prompts
+        cycled into one batch of two are the first of the consecutive batches of two.)"""
+        fits = carrying(context.models.tokenizer(self.hub_id))
+        aspects = caller_aspects(context, self.outcome, BATCH_ASPECTS)
+        plans = []
+        for plan in PLANS:
+            wanted = self.batches(context, size, plan)
+            found = [[call.event for call in matching(self.graded.behaviour.generations, need, fits, aspects)] for need in wanted]
+            if wanted and all(found) and found not in plans:
+                plans.append(found)
+        return plans
+
+    def by_width(self, size: int) -> list[list[GenerateEvent]]:
+        """Where no plan's batches ran: the timed generate calls of ``size`` rows with its max_new_tokens, one batch
+        each (a row is judged against any of them: which call it reports is not for the grader to guess)."""
+        return [
+            [event]
+            for event in self.outcome.generate_events()
+            if tokens_limit(event) == self.max_new_tokens and int((event["input_shape"] or [0])[0]) == size
+        ]
+
+
+def _batched_too_long(context: CheckContext, params: BatchParams, batched: Batched) -> bool:
+    """Whether a row's latency reads longer than its batches' timed generate calls allow (worth another call)."""
+    frame = batched.outcome.value
     if not isinstance(frame, Frame) or "batch_size" not in frame.columns or "latency_s" not in frame.columns:
         return False
-    by_size = _by_size(_timed_batches(outcome, max_new_tokens))
     for row in frame.records():
-        size = row["batch_size"]
-        events = by_size.get(int(size), []) if is_number(size) else []
-        if events and is_number(row["latency_s"]) and all(too_long(params, row["latency_s"], [event]) for event in events):
+        size, latency = row["batch_size"], row["latency_s"]
+        if not is_number(size) or not is_number(latency):
+            continue
+        plans = batched.runs(context, int(size)) or [[events] for events in batched.by_width(int(size))]
+        if all(batches and float(latency) > _latency_span(params, batches)[1] for batches in plans):
             return True
     return False
 
 
-def _timed_batches(outcome: CallOutcome, max_new_tokens: int) -> list[GenerateEvent]:
-    """The timed generate calls of a batching call: those with its max_new_tokens."""
-    return [event for event in timed_calls(outcome) if tokens_limit(event) == max_new_tokens]
+def batched_calls(context: CheckContext, params: BatchParams) -> list[Batched]:
+    """The two hidden measure_batched calls (shared by its checks)."""
+    calls = []
+    rng = context.rng_for("batching-sizes")
+    plans = draw_inputs(context, params, "batching")
+    first = [rng.randint(low, high) for low, high in params.batch_sizes]
+    second = [rng.randint(low, high) for low, high in params.batch_sizes]
+    if second == first:
+        second = [first[0], *(size + 1 if size < params.batch_sizes[-1][1] else size - 1 for size in first[1:])]
+    for index, ((hub_id, prompts, max_new_tokens), sizes) in enumerate(zip(plans, (first, second), strict=True)):
+        objects = handed(context, hub_id)
+        call = f"{params.function}({hub_id} model, tokenizer, <{len(prompts)} prompts>, {sizes}, max_new_tokens={max_new_tokens})"
+        arguments = [
+            objects.model,
+            objects.tokenizer,
+            Argument.value(prompts, f"{len(prompts)} prompts"),
+            Argument.value(sizes),
+            Argument.value(max_new_tokens),
+        ]
 
+        def too_long(
+            graded: GradedCall,
+            hub_id: str = hub_id,
+            prompts: list[str] = prompts,
+            sizes: list[int] = sizes,
+            tokens: int = max_new_tokens,
+        ) -> bool:
+            return _batched_too_long(context, params, Batched(hub_id, prompts, sizes, tokens, graded, ""))
 
-def _batch_size(event: GenerateEvent) -> int:
-    """How many rows a generate call ran."""
-    return int((event["input_shape"] or [0])[0])
-
-
-def _by_size(timed: list[GenerateEvent]) -> dict[int, list[GenerateEvent]]:
-    """The timed generate calls of each batch size, in order. One per size where the batches are built as asked;
-    several where they are not (a measure_generation that ignores its prompts runs one row whatever the size),
-    and a row is then judged against any of them: which call it reports is not for the grader to guess."""
-    by_size: dict[int, list[GenerateEvent]] = {}
-    for event in timed:
-        by_size.setdefault(_batch_size(event), []).append(event)
-    return by_size
+        memo = f"batched:{call}:{prompts}:{objects.own}"
+        graded = sweep_call(context, params, arguments, too_long, memo, paced=index == 0)
+        calls.append(Batched(hub_id, prompts, sizes, max_new_tokens, graded, call))
+    return calls
 
 
 def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
@@ -610,96 +922,47 @@ def _require_columns(frame: Frame, columns: tuple[str, ...]) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Batching:
-    """The hidden measure_batched call: its inputs, its frame, and the batches its timed generate calls received."""
-
-    prompts: list[str]
-    sizes: list[int]
-    max_new_tokens: int
-    outcome: CallOutcome
-    frame: Frame
-    timed: list[GenerateEvent]
-    shapes: list[int]
-    claimed: list[Any]  # the rows' own batch sizes: rows for other sizes than asked are the rows check's
-
-    def ignores_inputs(self, context: CheckContext, params: BatchParams) -> bool:
-        """Whether the batches the rows report were not generated because measure_generation ignores its inputs
-        (charged in its own checks): then they are judged by what measure_batched gave measure_generation."""
-        return self.shapes != self.claimed and measure_ignores_inputs(context, self.outcome, params.measure_function)
+def batched_frame(context: CheckContext, batched: Batched, columns: tuple[str, ...]) -> Frame:
+    """The DataFrame a batching call returned, with these columns, or stop."""
+    frame = context.returned(batched.outcome, batched.call, FRAME)
+    _require_columns(frame, columns)
+    return frame
 
 
-def batching_run(context: CheckContext, params: BatchParams) -> Batching:
-    """The hidden measure_batched call with its batch_size, latency_s and tokens_per_s columns, or stop."""
-    prompts, sizes, max_new_tokens, outcome, frame = _batched(context, params)
-    _require_columns(frame, BATCH_COLUMNS[:3])
-    timed = _timed_batches(outcome, max_new_tokens)
-    claimed = [int(v) if is_number(v) else v for v in frame.column("batch_size")]
-    return Batching(prompts, sizes, max_new_tokens, outcome, frame, timed, [_batch_size(event) for event in timed], claimed)
+def claimed_sizes(frame: Frame) -> list[Any]:
+    """The rows' own batch sizes."""
+    return [int(v) if is_number(v) else v for v in frame.column("batch_size")]
 
 
 @check_kind("batching_rows", BatchParams)
 def batching_rows(context: CheckContext, params: BatchParams) -> Verdict:
-    """measure_batched returns one row per batch size, in order, with every column."""
-    _, sizes, _, _, frame = _batched(context, params)
-    _require_columns(frame, BATCH_COLUMNS)
-    reported = frame.column("batch_size")
-    if frame.length != len(sizes) or [int(v) if is_number(v) else v for v in reported] != sizes:
-        return Verdict.failed(
-            f"Called with batch sizes {sizes}, the DataFrame's batch_size column reads {reported}: one row per batch size, in order.",
-            expected=str(sizes),
-            found=str(reported),
-        )
-    return Verdict.passed(f"One row per batch size {sizes}, with {', '.join(BATCH_COLUMNS)}.")
+    """measure_batched returns one row per batch size it is given, in order, with every column."""
+    for batched in batched_calls(context, params):
+        frame = batched_frame(context, batched, BATCH_COLUMNS)
+        reported = frame.column("batch_size")
+        if frame.length != len(batched.sizes) or claimed_sizes(frame) != batched.sizes:
+            return Verdict.failed(
+                f"Called with batch sizes {batched.sizes}, the DataFrame's batch_size column reads {reported}: one row per "
+                "batch size, in order.",
+                expected=str(batched.sizes),
+                found=str(reported),
+            )
+    return Verdict.passed(f"One row per batch size it is given, in order, with {', '.join(BATCH_COLUMNS)}.")
 
 
-@check_kind("batching_throughput", BatchParams)
-def batching_throughput(context: CheckContext, params: BatchParams) -> Verdict:
-    """Each row's latency is its batch's timed generate; tokens_per_s counts every sequence; latency_per_sample_s is per row."""
-    run = batching_run(context, params)
-    prompts, max_new_tokens, outcome, frame, timed = run.prompts, run.max_new_tokens, run.outcome, run.frame, run.timed
-    if run.ignores_inputs(context, params):
-        calls = measure_calls(outcome, params.measure_function)
-        return batches_asked_throughput(params, prompts, max_new_tokens, run.claimed, frame, calls)
-    by_size = _by_size(timed)
-    measured = _returned_latencies(outcome, params.measure_function)
-    for row in frame.records():
-        latency, rate = row["latency_s"], row["tokens_per_s"]
-        if (wrong := _not_positive(row)) is not None:
-            return wrong
-        events = by_size.get(int(row["batch_size"]), [])
-        if not events:
-            continue  # batches of another size are charged by the sizes check
-        rows = int(row["batch_size"])
-        judged = [(judge_latency(params, float(latency), [event], max_new_tokens), event) for event in events]
-        mistimed, event = next((pair for pair in judged if pair[0] is None), judged[-1])
-        # A latency measure_generation returned is judged in its own check: not charged twice here.
-        if mistimed is not None and not (float(latency) in measured and _measure_mistimes(context)):
-            return Verdict.failed(
-                f"For batch size {rows}: {mistimed.message} Report the latency of the batch's own timed generate call.",
-                expected=mistimed.expected,
-                found=mistimed.found,
-            )
-        low, high = new_tokens_range(event)
-        produced = float(rate) * float(latency)
-        if not low * (1 - params.rate_tolerance) <= produced <= high * (1 + params.rate_tolerance):
-            first_only = rows > 1 and produced <= high / rows * (1 + params.rate_tolerance)
-            why = (
-                f"it counts the tokens of one sequence of the {rows}; count every sequence's new tokens"
-                if first_only
-                else "tokens_per_s should be the new tokens of all sequences divided by latency_s"
-            )
-            return Verdict.failed(
-                f"For batch size {rows}, tokens_per_s x latency_s is {number(produced)} tokens, but the batch produced "
-                f"{span(low, high)} new tokens: {why}.",
-                expected=f"{span(number(low / float(latency)), number(high / float(latency)))} tokens/s",
-                found=number(float(rate)),
-            )
-        if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
-            return wrong
-    return Verdict.passed(
-        "tokens_per_s counts the new tokens of every sequence, and latency_per_sample_s is latency_s / batch_size."
-    )
+def _latency_span(tolerance: LatencyTolerance, batches: list[list[GenerateEvent]]) -> tuple[float, float]:
+    """The latencies a row may report for these batches, each timed as an honest timer reads it (one run, or the
+    fastest, median or mean of its runs): one batch's reading, or their total."""
+    readings = [latency_readings(events) or [0.0] for events in batches]
+    count = len(batches)
+    low = sum(min(values) for values in readings) * (1 - tolerance.lower_rel) - count * tolerance.lower_abs_s
+    high = sum(max(values) for values in readings) * (1 + tolerance.upper_rel) + count * tolerance.upper_abs_s
+    return low, high
+
+
+def _distance(value: float, bounds: tuple[float, float]) -> float:
+    """How far ``value`` lies outside ``bounds`` (0 inside)."""
+    return max(bounds[0] - value, value - bounds[1], 0.0)
 
 
 def _not_positive(row: dict[str, Any]) -> Verdict | None:
@@ -710,17 +973,130 @@ def _not_positive(row: dict[str, Any]) -> Verdict | None:
     return None
 
 
-def _per_sample_problem(row: dict[str, Any], tolerance: float) -> Verdict | None:
-    """A batching row whose latency_per_sample_s is not latency_s / batch_size."""
-    latency, rows = float(row["latency_s"]), int(row["batch_size"])
-    if "latency_per_sample_s" in row and not math.isclose(float(row["latency_per_sample_s"]), latency / rows, rel_tol=tolerance):
-        return Verdict.failed(
-            f"For batch size {rows}, latency_per_sample_s is {number(float(row['latency_per_sample_s']))}, but latency_s / "
-            f"batch_size is {number(latency / rows)}.",
-            expected=number(latency / rows),
-            found=number(float(row["latency_per_sample_s"])),
+def _per_sample_problem(row: dict[str, Any], samples: set[int], tolerance: float) -> Verdict | None:
+    """A batching row whose latency_per_sample_s is not latency_s over its samples (batch_size, or every prompt its
+    batches generated)."""
+    latency, size = float(row["latency_s"]), int(row["batch_size"])
+    if "latency_per_sample_s" not in row:
+        return None
+    reported = float(row["latency_per_sample_s"])
+    if any(agrees(reported, latency / count, tolerance) for count in {size, *samples} if count > 0):
+        return None
+    return Verdict.failed(
+        f"For batch size {size}, latency_per_sample_s is {number(reported)}, but latency_s / batch_size is "
+        f"{number(latency / size)}.",
+        expected=number(latency / size),
+        found=number(reported),
+    )
+
+
+def judge_batched_row(
+    context: CheckContext, params: BatchParams, batched: Batched, row: dict[str, Any], measured: set[float]
+) -> Verdict | None:
+    """None if a row's latency is its batches' timed generate calls (one batch, or the total of the seed's consecutive
+    batches), its tokens_per_s counts every sequence they generated, and latency_per_sample_s is per sample."""
+    if (wrong := _not_positive(row)) is not None:
+        return wrong
+    size, latency = int(row["batch_size"]), float(row["latency_s"])
+    plans = batched.runs(context, size)
+    if not plans:
+        # Calls of this size that are no plan's (charged by the sizes check): the row may report any one of them.
+        plans = [[events] for events in batched.by_width(size)]
+    if not plans:
+        return None  # batches of another size are charged by the sizes check
+    verdicts = [_judge_plan(context, params, batched, row, batches, measured) for batches in plans]
+    if any(verdict is None for verdict in verdicts):
+        return None
+    # The plan the row reports is the one its latency reads (else the closest): its verdict says what is wrong.
+    closest = min(range(len(plans)), key=lambda index: _distance(latency, _latency_span(params, plans[index])))
+    return verdicts[closest]
+
+
+def _judge_plan(
+    context: CheckContext,
+    params: BatchParams,
+    batched: Batched,
+    row: dict[str, Any],
+    batches: list[list[GenerateEvent]],
+    measured: set[float],
+) -> Verdict | None:
+    """None if a row reports these batches' timed generate calls (see :func:`judge_batched_row`)."""
+    size, latency, rate = int(row["batch_size"]), float(row["latency_s"]), float(row["tokens_per_s"])
+    low, high = _latency_span(params, batches)
+    if not low <= latency <= high:
+        # A latency measure_generation returned is judged in its own check: not charged twice here.
+        if latency in measured and measure_mistimes(context):
+            return None
+        timed = [events[-1] for events in batches]
+        verdict = judge_latency(params, latency, timed[-1:], batched.max_new_tokens) if len(batches) == 1 else None
+        message = (
+            verdict.message
+            if verdict is not None
+            else f"The reported latency ({number(latency, 's')}) is not the total of its {len(batches)} batches' timed "
+            f"generate calls ({number(sum(float(event['duration_s']) for event in timed), 's')})."
         )
-    return None
+        return Verdict.failed(
+            f"In {batched.call}, for batch size {size}: {message} Report the latency of the batch's own timed generate call.",
+            expected=f"about {number(sum(float(event['duration_s']) for event in timed), 's')}",
+            found=number(latency, "s"),
+        )
+    ranges = [new_tokens_range(events[-1]) for events in batches]
+    fewest, most = sum(r[0] for r in ranges), sum(r[1] for r in ranges)
+    rows = sum(int((events[-1]["input_shape"] or [1])[0]) for events in batches)
+    produced = rate * latency
+    if not fewest * (1 - params.rate_tolerance) <= produced <= most * (1 + params.rate_tolerance):
+        first_only = rows > 1 and produced <= most / rows * (1 + params.rate_tolerance)
+        why = (
+            f"it counts the tokens of one sequence of the {rows}; count every sequence's new tokens"
+            if first_only
+            else "tokens_per_s should be the new tokens of all sequences divided by latency_s"
+        )
+        return Verdict.failed(
+            f"In {batched.call}, for batch size {size}, tokens_per_s x latency_s is {number(produced)} tokens, but the "
+            f"batch produced {span(fewest, most)} new tokens: {why}.",
+            expected=f"{span(number(fewest / latency), number(most / latency))} tokens/s",
+            found=number(rate),
+        )
+    return _per_sample_problem(row, {rows}, params.rate_tolerance)
+
+
+@check_kind("batching_throughput", BatchParams)
+def batching_throughput(context: CheckContext, params: BatchParams) -> Verdict:
+    """Each row's latency is its batches' timed generate calls; tokens_per_s counts every sequence; latency_per_sample_s
+    is per sample."""
+    asked = False
+    for batched in batched_calls(context, params):
+        frame = batched_frame(context, batched, BATCH_COLUMNS[:3])
+        if batched_ignores_inputs(context, params, batched, frame):
+            asked = True
+            calls = measure_calls(batched.outcome, params.measure_function)
+            verdict = batches_asked_throughput(
+                params, batched.prompts, batched.max_new_tokens, claimed_sizes(frame), frame, calls
+            )
+            if verdict.outcome != "passed":
+                return verdict
+            continue
+        measured = _returned_latencies(batched.outcome, params.measure_function)
+        for row in frame.records():
+            wrong = judge_batched_row(context, params, batched, row, measured)
+            if wrong is not None:
+                return wrong
+    if asked:
+        return Verdict.passed(
+            f"Each row reports what {params.measure_function} measured for its batch ({params.measure_function} does not "
+            "generate the prompts it is given, which is charged in its own checks)."
+        )
+    return Verdict.passed(
+        "Each row's latency is its batches' timed generate calls, tokens_per_s counts the new tokens of every sequence, "
+        "and latency_per_sample_s is per sample."
+    )
+
+
+def batched_ignores_inputs(context: CheckContext, params: BatchParams, batched: Batched, frame: Frame) -> bool:
+    """Whether the batches the rows report were not generated because measure_generation ignores its inputs (charged
+    in its own checks): they are then judged by what measure_batched gave measure_generation."""
+    ran = all(batched.runs(context, size) for size in batched.sizes)
+    return not ran and measure_ignores_inputs(context, batched.outcome, params.measure_function)
 
 
 def _returned_range(calls: list[MeasureCall]) -> tuple[tuple[float, float], tuple[float, float]] | None:
@@ -737,8 +1113,8 @@ def _returned_range(calls: list[MeasureCall]) -> tuple[tuple[float, float], tupl
     return (min(latencies), max(latencies)), (min(tokens), max(tokens))
 
 
-def _within(value: float, span: tuple[float, float], tolerance: float) -> bool:
-    return span[0] * (1 - tolerance) <= value <= span[1] * (1 + tolerance)
+def _within(value: float, bounds: tuple[float, float], tolerance: float) -> bool:
+    return bounds[0] * (1 - tolerance) <= value <= bounds[1] * (1 + tolerance)
 
 
 def asked_batches(
@@ -786,7 +1162,7 @@ def batches_asked_throughput(
                 expected=f"{span(number(counts[0] / float(latency)), number(counts[1] / float(latency)))} tokens/s",
                 found=number(float(rate)),
             )
-        if (wrong := _per_sample_problem(row, params.rate_tolerance)) is not None:
+        if (wrong := _per_sample_problem(row, set(), params.rate_tolerance)) is not None:
             return wrong
     return Verdict.passed(
         f"Each row reports what {function} measured for its batch ({function} does not generate the prompts it is given, "
@@ -800,8 +1176,10 @@ def batches_asked_throughput(
 
 
 class PpxParams(CorpusParams):
-    """compare_ppplx on a hidden corpus with the baseline model and an INT8 ONNX model the grader quantizes."""
+    """compare_ppplx on two hidden corpora, each with a baseline model and an INT8 ONNX model of it the grader quantizes."""
 
+    other_model: str = Field("distilgpt2", description="Hub ID of the baseline of the second call (every argument differs).")
+    other_corpus: str = Field("hidden-ppx-b", description="Name of the second call's hidden corpus.")
     rel_tolerance: float = Field(
         1e-4, gt=0, lt=0.01, description="Relative tolerance of the baseline loss and of ppx = exp(loss)."
     )
@@ -822,31 +1200,51 @@ def quantize_int8(source: str, save_dir: Path) -> None:
     ORTQuantizer.from_pretrained(exported).quantize(save_dir=save_dir, quantization_config=config)
 
 
-def _comparison(context: CheckContext, params: PpxParams) -> tuple[list[str], CallOutcome, dict[str, Any]]:
-    texts, _ = draw_corpus(context, params)
-    key = "ppx-comparison:" + json.dumps([params.function, params.model, texts])
+@dataclass(frozen=True)
+class Comparison:
+    """One hidden compare_ppplx call: its baseline's hub id, its texts, and the call's outcome and value."""
 
-    def compare() -> CallOutcome:
-        harness = context.require_harness()
-        quantized_dir = harness.session.workdir / f"grader-int8-{secrets.token_hex(4)}"  # removed with the working folder
-        with quiet_libraries():
-            built = context.models.built(f"int8:{params.model}", partial(quantize_int8, context.models.source(params.model)))
-        shutil.copytree(built, quantized_dir)  # each kernel its own copy: a notebook may change the files it is given
-        return context.call(
-            params.function,
-            mapping(
-                {
-                    "baseline": model(model_spec(params.model, dtype="float32")),
-                    "quantized": onnx_model(str(quantized_dir), QUANTIZED_FILE),
-                }
-            ),
-            context.tokenizer(params.model),
-            literal(texts),
-        )
+    hub_id: str
+    texts: list[str]
+    outcome: CallOutcome
+    value: dict[str, Any]
 
-    outcome = context.once(key, compare)
-    value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)", keyed_by("model label"))
-    return texts, outcome, value
+    @property
+    def where(self) -> str:
+        return f"on {len(self.texts)} hidden texts ({self.hub_id})"
+
+    def behaviour(self, context: CheckContext) -> Behaviour:
+        """What the call did: its forward passes (the baseline's) and generate calls."""
+        return Behaviour.of(self.outcome.events, self.outcome.models, lambda found: identify(context, found))
+
+
+def comparisons(context: CheckContext, params: PpxParams) -> list[Comparison]:
+    """compare_ppplx called on each hidden corpus (once per submission; shared by its checks): the notebook loader's
+    model as the baseline (the grader's where it breaks the contract) and the grader's INT8 ONNX model of it."""
+    first, _ = draw_corpus(context, params)
+    second, _ = hidden_corpus(context.rng_for(f"corpus:{params.other_corpus}"), params)
+    calls = []
+    for hub_id, texts in ((params.model, first), (params.other_model, second)):
+        objects = handed(context, hub_id)
+        key = "ppx-comparison:" + json.dumps([params.function, hub_id, texts, objects.own])
+
+        def compare(hub_id: str = hub_id, texts: list[str] = texts, objects: Any = objects) -> CallOutcome:
+            harness = context.require_harness()
+            quantized_dir = harness.session.workdir / f"grader-int8-{secrets.token_hex(4)}"  # removed with the working folder
+            with quiet_libraries():
+                built = context.models.built(f"int8:{hub_id}", partial(quantize_int8, context.models.source(hub_id)))
+            shutil.copytree(built, quantized_dir)  # each kernel its own copy: a notebook may change the files it is given
+            return context.call(
+                params.function,
+                mapping({"baseline": objects.model.recipe, "quantized": onnx_model(str(quantized_dir), QUANTIZED_FILE)}),
+                objects.tokenizer.recipe,
+                literal(texts),
+            )
+
+        outcome = context.once(key, compare)
+        value = context.returned(outcome, f"{params.function}(models, tokenizer, texts)", keyed_by("model label"))
+        calls.append(Comparison(hub_id, texts, outcome, value))
+    return calls
 
 
 def _label_result(value: dict[str, Any], label: str, function: str) -> tuple[float, float]:
@@ -863,26 +1261,35 @@ def _label_result(value: dict[str, Any], label: str, function: str) -> tuple[flo
     return float(result["loss"]), float(result["ppx"])
 
 
-def _quantized_runs(
-    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
-) -> Verdict | None:
+def _quantized_runs(context: CheckContext, params: PpxParams, comparison: Comparison) -> Verdict | None:
     """None if the INT8 model's loss comes from runs of its ONNX Runtime session over every text; else the failed verdict."""
+    texts, outcome, value = comparison.texts, comparison.outcome, comparison.value
     runs = [event for event in outcome.onnx_run_events() if event["grader_session"] is True]
     if not runs:
         return Verdict.failed(
-            f"{params.function} reports a loss for the INT8 model, but never ran its ONNX Runtime session: evaluate every "
-            "model in `models` by calling it on each batch (model(**batch).logits).",
+            f"{params.function} reports a loss for the INT8 model {comparison.where}, but never ran its ONNX Runtime "
+            "session: evaluate every model in `models` by calling it on each batch (model(**batch).logits).",
             expected="the INT8 model's session run on every batch",
             found="no run of its session",
         )
     with quiet_libraries():
-        lengths = context.expected(text_token_lengths, context.models.tokenizer(params.model), texts)
+        lengths = context.expected(text_token_lengths, context.models.tokenizer(comparison.hub_id), texts)
     counted = [row_tokens for event in runs if (row_tokens := event["row_tokens"]) is not None]
     covered = sum(_count(count) for row_tokens in counted for count in row_tokens)
-    if counted and covered < sum(lengths):
+    if not counted:
+        # IO binding (or a feed that is not a dict of arrays): nothing shows which tokens the runs covered.
         return Verdict.failed(
-            f"{params.function} ran the INT8 model's session on {covered} tokens in all ({len(runs)} runs), fewer than the "
-            f"{len(texts)} texts hold: its loss cannot come from those runs. Evaluate it on every batch, as the baseline.",
+            f"{params.function} ran the INT8 model's session {len(runs)} time(s) {comparison.where}, but never with inputs "
+            "the grader can read (IO binding): nothing shows that its loss covers every text. Call the model with its "
+            "inputs (model(**batch)), without use_io_binding.",
+            expected="session runs whose inputs cover every token of the texts",
+            found=f"{len(runs)} run(s) without a readable feed",
+        )
+    if covered < sum(lengths):
+        return Verdict.failed(
+            f"{params.function} ran the INT8 model's session on {covered} tokens in all ({len(runs)} runs) "
+            f"{comparison.where}, fewer than the {len(texts)} texts hold: its loss cannot come from those runs. Evaluate "
+            "it on every batch, as the baseline.",
             expected="runs covering every token of the texts",
             found=f"{covered} tokens in {len(runs)} runs",
         )
@@ -890,9 +1297,9 @@ def _quantized_runs(
     sums: list[dict[str, Any]] = [event["nll_sums"] for event in runs if isinstance(event["nll_sums"], dict)]
     counts: list[dict[str, Any]] = [event["nll_counts"] for event in runs if isinstance(event["nll_counts"], dict)]
     if len(sums) != len(runs) or len(counts) != len(runs):
-        return None  # runs whose logits the kernel did not see (IO binding): coverage is the evidence
+        return None  # runs whose logits the kernel did not see: coverage is the evidence
     try:
-        if _baseline_loss(context, params, texts, outcome, value).outcome != "passed":
+        if _baseline_loss(context, params, comparison).outcome != "passed":
             return None  # a wrong method is charged once, on the baseline
     except NotRecorded:  # a student kit holds the reference's loss at the solution's batch size only
         return None
@@ -904,68 +1311,68 @@ def _quantized_runs(
             implied[way] = total / tokens
     if implied and not any(math.isclose(quantized, loss, rel_tol=params.rel_tolerance) for loss in implied.values()):
         return Verdict.failed(
-            f"The INT8 model's loss ({number(quantized)}) is not what its own session runs give: their logits give "
-            f"{number(next(iter(implied.values())))} on the tokens they predicted. Report the loss computed from the INT8 model's logits.",
+            f"The INT8 model's loss ({number(quantized)}) {comparison.where} is not what its own session runs give: their "
+            f"logits give {number(next(iter(implied.values())))} on the tokens they predicted. Report the loss computed "
+            "from the INT8 model's logits.",
             expected=number(next(iter(implied.values()))),
             found=number(quantized),
         )
     return None
 
 
-def _baseline_loss(
-    context: CheckContext, params: PpxParams, texts: list[str], outcome: CallOutcome, value: dict[str, Any]
-) -> Verdict:
+def _baseline_loss(context: CheckContext, params: PpxParams, comparison: Comparison) -> Verdict:
     """The baseline's loss against the token-weighted reference at the batch size its own forward passes used."""
-    loss, _ = _label_result(value, "baseline", params.function)
-    forwards = [event for event in outcome.forward_events() if event["input_shape"]]
+    loss, _ = _label_result(comparison.value, "baseline", params.function)
+    forwards = [event for event in comparison.outcome.forward_events() if event["input_shape"]]
     if not forwards:
         return Verdict.error(
-            f"No forward pass of the baseline model was seen during {params.function}: call the model as model(**batch).",
+            f"No forward pass of the baseline model was seen during {params.function} {comparison.where}: call the model "
+            "as model(**batch).",
             found="no forward pass",
         )
-    batch_size = int((forwards[0]["input_shape"] or [1])[0])
-    variants = reference_variants(context, params.model, texts, batch_size)
-    data = {"texts": len(texts), "batch_size": batch_size, "found": loss}
-    where = f"on {len(texts)} hidden texts"
-    return judge_loss(loss, variants, f"of the baseline {where} (batches of {batch_size})", params.rel_tolerance, data)
+    batch_size = max(int((event["input_shape"] or [1])[0]) for event in forwards)
+    variants = reference_variants(context, comparison.hub_id, comparison.texts, batch_size)
+    data = {"texts": len(comparison.texts), "batch_size": batch_size, "found": loss}
+    where = f"{comparison.where}, batches of {batch_size}"
+    return judge_loss(loss, variants, f"of the baseline {where}", params.rel_tolerance, data)
 
 
 @check_kind("ppx_exp", PpxParams)
 def ppx_exp(context: CheckContext, params: PpxParams) -> Verdict:
-    """compare_ppplx's ppx is exp of the loss it reports, for every model."""
-    _, _, value = _comparison(context, params)
-    for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
-        loss, ppx = _label_result(value, label, params.function)
-        if not math.isclose(ppx, math.exp(loss), rel_tol=params.rel_tolerance):
-            return Verdict.failed(
-                f"Under {label!r}, ppx is {number(ppx)} but the loss is {number(loss)}, and exp({number(loss)}) = "
-                f"{number(math.exp(loss))}: perplexity is exp of the token-weighted loss.",
-                expected=number(math.exp(loss)),
-                found=number(ppx),
-            )
+    """compare_ppplx's ppx is exp of the loss it reports, for every model, on each call."""
+    for comparison in comparisons(context, params):
+        value = comparison.value
+        for label in [label for label in ("baseline", "quantized") if label in value]:  # a missing one is charged elsewhere
+            loss, ppx = _label_result(value, label, params.function)
+            if not math.isclose(ppx, math.exp(loss), rel_tol=params.rel_tolerance):
+                return Verdict.failed(
+                    f"Under {label!r} {comparison.where}, ppx is {number(ppx)} but the loss is {number(loss)}, and "
+                    f"exp({number(loss)}) = {number(math.exp(loss))}: perplexity is exp of the token-weighted loss.",
+                    expected=number(math.exp(loss)),
+                    found=number(ppx),
+                )
     return Verdict.passed("ppx is exp(loss) for every model evaluated.")
 
 
 @check_kind("ppx_quantized", PpxParams)
 def ppx_quantized(context: CheckContext, params: PpxParams) -> Verdict:
-    """compare_ppplx evaluates the INT8 ONNX model by running its own session on every text."""
-    texts, outcome, value = _comparison(context, params)
-    where = f"on {len(texts)} hidden texts"
-    baseline, _ = _label_result(value, "baseline", params.function)
-    quantized, _ = _label_result(value, "quantized", params.function)
-    verdict = _quantized_runs(context, params, texts, outcome, value)
-    if verdict is not None:
-        return verdict
-    if abs(quantized - baseline) > params.drift * abs(baseline):
-        return Verdict.failed(
-            f"The INT8 model's loss ({number(quantized)}) is far from the baseline's ({number(baseline)}) {where}; the grader's "
-            f"INT8 model drifts by well under {params.drift:.0%}: evaluate each model in `models` the same way.",
-            expected=f"within {params.drift:.0%} of {number(baseline)}",
-            found=number(quantized),
-        )
+    """compare_ppplx evaluates the INT8 ONNX model by running its own session on every text, on each call."""
+    for comparison in comparisons(context, params):
+        baseline, _ = _label_result(comparison.value, "baseline", params.function)
+        quantized, _ = _label_result(comparison.value, "quantized", params.function)
+        verdict = _quantized_runs(context, params, comparison)
+        if verdict is not None:
+            return verdict
+        if abs(quantized - baseline) > params.drift * abs(baseline):
+            return Verdict.failed(
+                f"The INT8 model's loss ({number(quantized)}) is far from the baseline's ({number(baseline)}) "
+                f"{comparison.where}; the grader's INT8 model drifts by well under {params.drift:.0%}: evaluate each model "
+                "in `models` the same way.",
+                expected=f"within {params.drift:.0%} of {number(baseline)}",
+                found=number(quantized),
+            )
     return Verdict.passed(
-        f"The INT8 ONNX model is evaluated by running its session on every text: loss {number(quantized)} vs "
-        f"{number(baseline)} for the baseline {where}."
+        "The INT8 ONNX model is evaluated by running its session on every text, and its loss is the one its logits give."
     )
 
 
@@ -977,13 +1384,15 @@ EDGE_KINDS = ("very short", "very long", "multi-line", "repetitive")
 
 
 class EdgeParams(LatencyTolerance, TargetParams):
-    """How the edge prompts are probed and told apart, and how far their metrics may be from their generate calls."""
+    """How the edge prompts are probed (two calls: every argument differs) and told apart, and how far their metrics
+    may be from their generate calls."""
 
     measure_function: str = Field(
         "measure_generation", description="The student's measuring function, watched (a latency it returns is its own check's)."
     )
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of derived rates (tokens_per_s, ms_per_token).")
-    model: str = Field("gpt2", description="Hub ID of the model and tokenizer.")
+    model: str = Field("gpt2", description="Hub ID of the model and tokenizer of the first call.")
+    other_model: str = Field("distilgpt2", description="Hub ID of the model and tokenizer of the second call.")
     tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
     long_tokens: int = Field(200, ge=10, description="A prompt of at least this many tokens is very long.")
@@ -1002,6 +1411,30 @@ def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
     if len(ids) <= params.short_tokens:
         kinds.add("very short")
     return kinds
+
+
+def key_kind(key: Any) -> str | None:
+    """The edge kind an entry's key names ("very_short", "Very long", "multi-line", "repetitive", ...), if any."""
+    text = re.sub(r"[\s_-]+", " ", str(key).casefold())
+    for kind, words in (
+        ("very short", ("short",)),
+        ("very long", ("long",)),
+        ("multi-line", ("multi", "line")),
+        ("repetitive", ("repet", "repeat")),
+    ):
+        if any(word in text for word in words):
+            return kind
+    return None
+
+
+def keyed_kinds(value: dict[Any, Any]) -> dict[Any, str] | None:
+    """Each entry's kind as its key names it, where the keys name the four kinds one each; else None (the entries are
+    then matched to the calls whatever their keys)."""
+    kinds = {key: key_kind(key) for key in value}
+    named = [kind for kind in kinds.values() if kind is not None]
+    if len(value) != len(EDGE_KINDS) or sorted(named) != sorted(EDGE_KINDS):
+        return None
+    return {key: str(kind) for key, kind in kinds.items()}
 
 
 def assign_kinds(prompts: list[set[str]], wanted: tuple[str, ...]) -> dict[str, int]:
@@ -1023,54 +1456,138 @@ def assign_kinds(prompts: list[set[str]], wanted: tuple[str, ...]) -> dict[str, 
     return best
 
 
-@check_kind("edge_prompts", EdgeParams)
-def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
-    """probe_edge_prompts: very short, very long, multi-line and repetitive prompts, each with the same max_new_tokens."""
-    max_new_tokens = context.rng_for("edge").randint(*params.tokens)
-    call = f"{params.function}(model, tokenizer, max_new_tokens={max_new_tokens})"
-    outcome = again_while(
-        params.attempts,
-        lambda: context.call_with_model(
+@dataclass(frozen=True)
+class EdgeRun:
+    """The generate calls of one prompt during an edge probe (a warm-up, the timed call, repetitions), with what the
+    prompt is."""
+
+    events: list[GenerateEvent]
+    kinds: set[str]
+
+    def timed(self, max_new_tokens: int) -> list[GenerateEvent]:
+        """Its calls with the max_new_tokens asked (else all of them)."""
+        return [event for event in self.events if tokens_limit(event) == max_new_tokens] or self.events
+
+
+def edge_runs(context: CheckContext, params: EdgeParams, hub_id: str, outcome: CallOutcome) -> list[EdgeRun]:
+    """The generate calls of a probe grouped by the prompt they ran (runs of the same inputs one after another)."""
+    reference_tokenizer = context.models.tokenizer(hub_id)
+    runs: list[EdgeRun] = []
+    previous: tuple[Any, ...] | None = None
+    for event in outcome.generate_events():
+        key = (tuple(event["input_ids"] or ()), event["padding_side"])
+        if key == previous and runs:
+            runs[-1].events.append(event)
+            continue
+        previous = key
+        ids = list(event["input_ids"] or [])
+        runs.append(EdgeRun([event], edge_kinds(ids, reference_tokenizer.decode(ids, skip_special_tokens=True), params)))
+    return runs[:12]
+
+
+def _edge_fits(params: EdgeParams, metrics: Any, run: EdgeRun, max_new_tokens: int) -> bool:
+    """Whether an edge entry's metrics are those of this prompt's timed generate calls."""
+    if not isinstance(metrics, dict) or not all(is_number(metrics.get(key)) for key in SETTING_METRICS):
+        return False
+    latency, rate = float(metrics["latency_s"]), float(metrics["tokens_per_s"])
+    timed = run.timed(max_new_tokens)
+    if latency <= 0 or not agrees_with_timed(params, latency, timed):
+        return False
+    low, high = new_tokens_range(timed[-1])
+    return low * (1 - params.rate_tolerance) <= rate * latency <= high * (1 + params.rate_tolerance)
+
+
+def _edge_unmatched(params: EdgeParams, value: Any, runs: list[EdgeRun], max_new_tokens: int, by_key: bool) -> str | None:
+    """The first entry whose metrics no distinct prompt's timed calls explain (with ``by_key``, a prompt of the kind its
+    key names); None if all are."""
+    if not isinstance(value, dict):
+        return None
+    kinds = keyed_kinds(value) if by_key else None
+    names = list(value)
+    fits = [
+        [
+            index
+            for index, run in enumerate(runs)
+            if (kinds is None or kinds[name] in run.kinds) and _edge_fits(params, value[name], run, max_new_tokens)
+        ]
+        for name in names
+    ]
+    if max_matching(fits) == len(names):
+        return None
+    return str(next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1]))
+
+
+def edge_plan(context: CheckContext, params: EdgeParams) -> list[tuple[str, int]]:
+    """The two hidden probes: (hub id, max_new_tokens), every argument different."""
+    tokens = two_lengths(context.rng_for("edge"), *params.tokens)
+    return [(params.model, tokens[0]), (params.other_model, tokens[1])]
+
+
+def edge_call(context: CheckContext, params: EdgeParams, hub_id: str, max_new_tokens: int) -> tuple[str, CallOutcome]:
+    """One hidden probe (shared), made again while an entry's metrics fit no call (a preempted run does not repeat)."""
+    objects = handed(context, hub_id)
+    call = f"{params.function}({hub_id} model, tokenizer, max_new_tokens={max_new_tokens})"
+
+    def attempt() -> CallOutcome:
+        return context.call(
             params.function,
-            params.model,
+            objects.model.recipe,
+            objects.tokenizer.recipe,
             literal(max_new_tokens),
             watch=(params.measure_function,),
-        ),
+        )
+
+    def again(outcome: CallOutcome) -> bool:
         # (not again where measure_generation ignores its prompts: its calls share one input, never told apart)
-        lambda outcome: (
+        runs = edge_runs(context, params, hub_id, outcome)
+        return (
             outcome.ok
-            and _edge_unmatched(params, outcome, max_new_tokens) is not None
+            and _edge_unmatched(params, outcome.value, runs, max_new_tokens, by_key=False) is not None
             and not measure_ignores_inputs(context, outcome, params.measure_function)
-        ),
-    )
+        )
+
+    outcome = context.once(f"edge:{call}:{objects.own}", lambda: again_while(params.attempts, attempt, again))
+    return call, outcome
+
+
+@check_kind("edge_prompts", EdgeParams)
+def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
+    """probe_edge_prompts: very short, very long, multi-line and repetitive prompts, each entry the measurement of a
+    prompt of the kind its key names, each with the max_new_tokens it is given."""
+    for hub_id, max_new_tokens in edge_plan(context, params):
+        verdict = _judge_edges(context, params, hub_id, max_new_tokens)
+        if verdict is not None:
+            return verdict
+    return Verdict.passed("All four edge prompt kinds were measured with the max_new_tokens given, each entry its own prompt's.")
+
+
+def _judge_edges(context: CheckContext, params: EdgeParams, hub_id: str, max_new_tokens: int) -> Verdict | None:
+    call, outcome = edge_call(context, params, hub_id, max_new_tokens)
     value = context.returned(outcome, call, keyed_by(f"edge kind, one entry each ({', '.join(EDGE_KINDS)})", len(EDGE_KINDS)))
     for name, metrics in value.items():
         _metrics_dict(metrics, f"the edge prompt {name!r}", SETTING_METRICS)
-    reference_tokenizer = context.models.tokenizer(params.model)
-    timed = timed_calls(outcome)[:12]
-    traits = [
-        edge_kinds(list(e["input_ids"] or []), reference_tokenizer.decode(e["input_ids"] or [], skip_special_tokens=True), params)
-        for e in timed
-    ]
-    kinds = {kind: [timed[index]] for kind, index in assign_kinds(traits, EDGE_KINDS).items()}
+    reference_tokenizer = context.models.tokenizer(hub_id)
+    runs = edge_runs(context, params, hub_id, outcome)
+    kinds = assign_kinds([run.kinds for run in runs], EDGE_KINDS)
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
     if missing and measure_ignores_inputs(context, outcome, params.measure_function):
         # Its generate calls show what measure_generation ran, not what it was given: judged by what it was given.
-        return edges_asked(
+        asked = edges_asked(
             params, reference_tokenizer, max_new_tokens, call, measure_calls(outcome, params.measure_function), value
         )
-    limits = [tokens_limit(e) for events in kinds.values() for e in events[-1:]]
+        return asked if asked.outcome != "passed" else None
+    limits = [tokens_limit(runs[index].timed(max_new_tokens)[-1]) for index in kinds.values()]
     coverage = _edge_coverage(
         params, max_new_tokens, missing, list(kinds), limits, f"No generate call of {call} had", "some edge prompts ran with"
     )
     if coverage is not None:
         return coverage
-    unmatched = _edge_unmatched(params, outcome, max_new_tokens)
+    unmatched = _edge_unmatched(params, value, runs, max_new_tokens, by_key=False)
     if unmatched is not None:
         measured = _returned_latencies(outcome, params.measure_function)
         latencies = [float(metrics["latency_s"]) for metrics in value.values()]
         # Latencies measure_generation itself mistimes are charged in its own check, not here again.
-        if not (all(latency in measured for latency in latencies) and _measure_mistimes(context)):
+        if not (all(latency in measured for latency in latencies) and measure_mistimes(context)):
             return Verdict.failed(
                 f"The metrics {call} reports for {unmatched!r} are not those of any generate call it made (latency_s "
                 "within the tolerance of the call's duration, tokens_per_s x latency_s its new tokens): report each "
@@ -1078,12 +1595,26 @@ def edge_prompts(context: CheckContext, params: EdgeParams) -> Verdict:
                 expected="each entry's metrics from its own timed generate call",
                 found=f"{unmatched!r}: latency_s {number(float(value[unmatched]['latency_s']), 's')}",
             )
+    elif keyed_kinds(value) is not None:
+        misfiled = _edge_unmatched(params, value, runs, max_new_tokens, by_key=True)
+        if misfiled is not None:
+            return _misfiled(call, misfiled, value)
     # Through measure_generation, each entry must also be what the calls of a prompt of its own returned: on a small
     # model two prompts' generate calls can take the same time, so one entry copying another's metrics fits a call.
     calls = measure_calls(outcome, params.measure_function)
-    if calls and (copied := _entry_unreported(params, calls, value)) is not None:
+    if calls and (copied := _entry_unreported(params, reference_tokenizer, calls, value)) is not None:
         return _unreported(call, params.measure_function, copied, value)
-    return Verdict.passed(f"All four edge prompt kinds were measured with max_new_tokens={max_new_tokens}.")
+    return None
+
+
+def _misfiled(call: str, name: Any, value: dict[Any, Any]) -> Verdict:
+    kind = key_kind(name)
+    return Verdict.failed(
+        f"The entry {name!r} of {call} holds the metrics of another kind of prompt than a {kind} one: file each prompt's "
+        "measurement under the key of its own kind.",
+        expected=f"the metrics of a {kind} prompt under {name!r}",
+        found=f"{name!r}: latency_s {number(float(value[name]['latency_s']), 's')}, another kind's",
+    )
 
 
 def _edge_coverage(
@@ -1127,7 +1658,7 @@ def edges_asked(
         return coverage
     # Each entry reports what the calls of its own prompt returned (its generate calls, all on the one input
     # measure_generation generates, are not told apart: their metrics are what there is to match).
-    unmatched = _entry_unreported(params, calls, value)
+    unmatched = _entry_unreported(params, reference_tokenizer, calls, value)
     if unmatched is not None:
         return _unreported(call, function, unmatched, value)
     return Verdict.passed(
@@ -1136,15 +1667,30 @@ def edges_asked(
     )
 
 
-def _entry_unreported(params: EdgeParams, calls: list[MeasureCall], value: dict[Any, Any]) -> Any:
+def _entry_unreported(params: EdgeParams, reference_tokenizer: Any, calls: list[MeasureCall], value: dict[Any, Any]) -> Any:
     """The key of the first edge entry whose metrics are not what the calls of a prompt of its own returned (the calls
-    grouped by the prompts they were given, each group to one entry at most); None if every entry is."""
+    grouped by the prompts they were given, each group to one entry at most, of the kind its key names where the keys
+    name the four kinds); None if every entry is."""
     groups: dict[tuple[str, ...], list[MeasureCall]] = {}
     for measured in calls:
         groups.setdefault(tuple(measured.prompts or ()), []).append(measured)
-    spans = [span for group in groups.values() if (span := _returned_range(group)) is not None]
+    spans = [(prompts, span) for prompts, group in groups.items() if (span := _returned_range(group)) is not None]
+    traits = [
+        set().union(*(edge_kinds(reference_tokenizer(prompt)["input_ids"], prompt, params) for prompt in prompts))
+        if prompts
+        else set()
+        for prompts, _ in spans
+    ]
     names = list(value)
-    fits = [[i for i, span in enumerate(spans) if _reports(params, value[name], span)] for name in names]
+    kinds = keyed_kinds(value)
+    fits = [
+        [
+            index
+            for index, (_, bounds) in enumerate(spans)
+            if (kinds is None or kinds[name] in traits[index]) and _reports(params, value[name], bounds)
+        ]
+        for name in names
+    ]
     if max_matching(fits) == len(names):
         return None
     return next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1])
@@ -1159,36 +1705,12 @@ def _unreported(call: str, function: str, name: Any, value: dict[Any, Any]) -> V
     )
 
 
-def _reports(params: EdgeParams, metrics: Any, span: tuple[tuple[float, float], tuple[float, float]]) -> bool:
+def _reports(params: EdgeParams, metrics: Any, bounds: tuple[tuple[float, float], tuple[float, float]]) -> bool:
     """Whether an entry's metrics are what calls of one prompt returned (latency_s, and the tokens they imply)."""
     if not (isinstance(metrics, dict) and all(is_number(metrics.get(key)) for key in ("latency_s", "tokens_per_s"))):
         return False
     latency, produced = float(metrics["latency_s"]), float(metrics["tokens_per_s"]) * float(metrics["latency_s"])
-    return _within(latency, span[0], params.rate_tolerance) and _within(produced, span[1], params.rate_tolerance)
-
-
-def _edge_fits(params: EdgeParams, metrics: Any, event: GenerateEvent, max_new_tokens: int) -> bool:
-    """Whether an edge entry's metrics are those of this generate call."""
-    if not isinstance(metrics, dict) or not all(is_number(metrics.get(key)) for key in SETTING_METRICS):
-        return False
-    latency, rate = float(metrics["latency_s"]), float(metrics["tokens_per_s"])
-    if latency <= 0 or judge_latency(params, latency, [event], max_new_tokens) is not None:
-        return False
-    low, high = new_tokens_range(event)
-    return low * (1 - params.rate_tolerance) <= rate * latency <= high * (1 + params.rate_tolerance)
-
-
-def _edge_unmatched(params: EdgeParams, outcome: CallOutcome, max_new_tokens: int) -> str | None:
-    """The first entry of the edge result whose metrics no distinct timed generate call of the run explains; None if all are."""
-    value = outcome.value
-    if not outcome.ok or not isinstance(value, dict):
-        return None
-    events = timed_calls(outcome)
-    names = list(value)
-    fits = [[i for i, event in enumerate(events) if _edge_fits(params, value[name], event, max_new_tokens)] for name in names]
-    if max_matching(fits) == len(names):
-        return None
-    return str(next((name for name, fit in zip(names, fits, strict=True) if not fit), names[-1]))
+    return _within(latency, bounds[0], params.rate_tolerance) and _within(produced, bounds[1], params.rate_tolerance)
 
 
 # --------------------------------------------------------------------------------------
@@ -1196,6 +1718,7 @@ def _edge_unmatched(params: EdgeParams, outcome: CallOutcome, max_new_tokens: in
 # --------------------------------------------------------------------------------------
 
 TABLE_COLUMNS = ("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx")
+ROW_METRICS = ("latency_s", "tokens_per_s", "ms_per_token")
 
 
 class ControllerParams(LatencyTolerance, TargetParams):
@@ -1210,6 +1733,7 @@ class ControllerParams(LatencyTolerance, TargetParams):
         "A short takeaway (3-5 bullets) stating the biggest wins and when they apply.",
         description="What the takeaways answer (a takeaway that copies or rewords it is flagged).",
     )
+    measure_function: str = Field("measure_generation", description="The student's measuring function, watched during the run.")
     measure_functions: list[str] = Field(
         ["measure_generation", "ablate_cache_and_padding", "measure_batched", "probe_edge_prompts"],
         description="The student's measuring functions, watched during the run: the table's latencies come from them.",
@@ -1217,14 +1741,25 @@ class ControllerParams(LatencyTolerance, TargetParams):
     ppx_function: str = Field("compare_ppplx", description="The student's perplexity function, watched during the run.")
     ablation_function: str = Field("ablate_cache_and_padding", description="Whose entries a cache/padding row reports.")
     batched_function: str = Field("measure_batched", description="Whose rows a batch-size row reports.")
+    edge_function: str = Field("probe_edge_prompts", description="The student's edge-prompt probe, watched during the run.")
+    ptq_function: str = Field("run_static_ptq_optimum", description="The student's PTQ function, watched during the run.")
+    unit_tolerance: float = Field(0.01, gt=0, description="Relative tolerance of ms_per_token x tokens_per_s = 1000 in a row.")
+    match_tolerance: float = Field(
+        1e-3, gt=0, description="Relative tolerance of a table number against the measurement it reports."
+    )
 
 
-def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], str, CallOutcome]:
+# Where each measuring function takes max_new_tokens (its signature's order: the starter's).
+MAX_NEW_TOKENS_AT = {"measure_generation": 3, "ablate_cache_and_padding": 3, "measure_batched": 4, "probe_edge_prompts": 2}
+
+
+def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[list[int], int, str, CallOutcome]:
     rng = context.rng_for("controller")
     sizes = [rng.randint(low, high) for low, high in params.batch_sizes]
     max_new_tokens = rng.randint(*params.tokens)
     call = f"{params.function}({params.model!r}, batch_sizes={tuple(sizes)}, max_new_tokens={max_new_tokens})"
     key = f"controller:{call}:{params.table_function}"
+    watched = (params.table_function, *params.measure_functions, params.ppx_function, params.ptq_function)
     outcome = context.once(
         key,
         lambda: context.call(
@@ -1232,10 +1767,10 @@ def _controller_call(context: CheckContext, params: ControllerParams) -> tuple[l
             literal(params.model),
             literal(sizes),
             literal(max_new_tokens),
-            watch=(params.table_function, *params.measure_functions, params.ppx_function),
+            watch=tuple(dict.fromkeys(watched)),
         ),
     )
-    return sizes, call, outcome
+    return sizes, max_new_tokens, call, outcome
 
 
 def _reported(value: Any, key: str) -> list[float]:
@@ -1254,32 +1789,204 @@ def _close(value: float, candidates: list[float]) -> bool:
     return any(math.isclose(value, candidate, rel_tol=1e-3, abs_tol=5e-4) for candidate in candidates)
 
 
-def _scenario_latencies(params: ControllerParams, outcome: CallOutcome, scenario: Scenario) -> tuple[list[float], str]:
-    """What the run's ablation returned for this cache/padding setting, and its batching for this batch size
-    (the labels read by meaning), with the functions' names; nothing when the label names neither."""
-    found: list[float] = []
-    sources = []
-    if scenario.use_cache is not None and scenario.padding is not None:
-        sources.append(params.ablation_function)
-        for event in outcome.returned_events(params.ablation_function):
-            value = decode(event["value"])
-            for key, metrics in value.items() if isinstance(value, dict) else ():
-                setting = read_scenario(key)
-                if setting.use_cache is scenario.use_cache and setting.padding == scenario.padding:
-                    found += _reported(metrics, "latency_s")
-    if scenario.batch_size is not None:
-        sources.append(params.batched_function)
-        for event in outcome.returned_events(params.batched_function):
-            frame = decode(event["value"])
-            if isinstance(frame, Frame) and {"batch_size", "latency_s"} <= set(frame.columns):
-                found += [
-                    float(row["latency_s"])
-                    for row in frame.records()
-                    if is_number(row["batch_size"])
-                    and int(row["batch_size"]) == scenario.batch_size
-                    and is_number(row["latency_s"])
-                ]
-    return found, " and ".join(sources)
+def _metrics(value: Any) -> dict[str, float]:
+    """The latency_s, tokens_per_s and ms_per_token of a returned entry (those that are numbers)."""
+    if not isinstance(value, dict):
+        return {}
+    return {key: float(value[key]) for key in ROW_METRICS if is_number(value.get(key))}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a measuring call of the run returned for one scenario."""
+
+    scenario: str  # "baseline", "quantized", "use_cache=True,padding=left", "batch_size=4", ...
+    metrics: dict[str, float]
+    source: str  # how feedback names where it came from
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the controller's run did, as its watched calls show: each scenario's measurements, and the perplexities."""
+
+    measurements: list[Measurement]
+    perplexities: dict[str, list[float]]  # "baseline" / "quantized" / "" (a label read as neither) -> ppx returned
+
+    def of(self, scenario: str) -> list[Measurement]:
+        return [measurement for measurement in self.measurements if measurement.scenario == scenario]
+
+
+def run_record(outcome: CallOutcome, params: ControllerParams) -> Run:
+    """Each scenario's measurements during the run: measure_generation on a PyTorch model (baseline) or on an ONNX
+    Runtime model (quantized), the ablation's entry of each setting, measure_batched's row of each batch size."""
+    measurements = []
+    for event in outcome.returned_events(params.measure_function):
+        model = argument(event, "model", 0)
+        scenario = "quantized" if is_onnx_argument(model) else "baseline" if is_torch_argument(model) else ""
+        if scenario and (metrics := _metrics(decode(event["value"]))):
+            measurements.append(Measurement(scenario, metrics, f"{params.measure_function} on the {scenario} model"))
+    for event in outcome.returned_events(params.ablation_function):
+        value = decode(event["value"])
+        for key, entry in value.items() if isinstance(value, dict) else ():
+            setting = read_scenario(key)
+            if setting.use_cache is not None and setting.padding is not None and (metrics := _metrics(entry)):
+                name = setting_key(setting.use_cache, setting.padding)
+                measurements.append(Measurement(name, metrics, f"{params.ablation_function}'s {key!r}"))
+    for event in outcome.returned_events(params.batched_function):
+        frame = decode(event["value"])
+        if isinstance(frame, Frame) and "batch_size" in frame.columns:
+            for row in frame.records():
+                size: Any = row.get("batch_size")
+                if is_number(size) and (metrics := _metrics(row)):
+                    measurements.append(
+                        Measurement(f"batch_size={int(size)}", metrics, f"{params.batched_function}'s row for {int(size)}")
+                    )
+    perplexities: dict[str, list[float]] = {}
+    for event in outcome.returned_events(params.ppx_function):
+        value = decode(event["value"])
+        for label, entry in value.items() if isinstance(value, dict) else ():
+            read = read_scenario(label)
+            which = "quantized" if read.quantized else "baseline" if read.baseline else ""
+            perplexities.setdefault(which, []).extend(_reported(entry, "ppx"))
+    return Run(measurements, perplexities)
+
+
+def row_scenarios(label: Any) -> list[str]:
+    """The scenario names a table row's label may stand for (empty: none the table must have)."""
+    read = read_scenario(label)
+    named = [name for name, said in (("baseline", read.baseline), ("quantized", read.quantized)) if said]
+    if named:
+        return named  # "baseline (KV cache on, left padding)" is the baseline, beside the ablation's rows
+    if read.use_cache is not None and read.padding is not None:
+        return [setting_key(read.use_cache, read.padding)]
+    if read.batch_size is not None:
+        return [f"batch_size={read.batch_size}"]
+    return []
+
+
+def _row_metrics(row: dict[Any, Any]) -> dict[str, float]:
+    return {key: float(row[key]) for key in ROW_METRICS if is_number(row.get(key))}
+
+
+def _agreeing(row: dict[str, float], measured: dict[str, float], tolerance: float) -> tuple[int, int]:
+    """(how many, of how many) metrics a row and a measurement both give agree (each at the precision it is shown)."""
+    shared = [key for key in ROW_METRICS if key in row and key in measured]
+    return sum(1 for key in shared if agrees(row[key], measured[key], tolerance)), len(shared)
+
+
+def holds(row: dict[str, float], measured: Measurement, tolerance: float) -> bool:
+    """Whether a row reports this measurement: its latency_s and every other metric both give."""
+    agreeing, shared = _agreeing(row, measured.metrics, tolerance)
+    return shared > 0 and "latency_s" in row and "latency_s" in measured.metrics and agreeing == shared
+
+
+def partly(row: dict[str, float], measured: Measurement, tolerance: float) -> bool:
+    """Whether a row reports some of this measurement's metrics and not the others (a measurement transformed)."""
+    agreeing, shared = _agreeing(row, measured.metrics, tolerance)
+    return 0 < agreeing < shared
+
+
+@dataclass(frozen=True)
+class RowJudgement:
+    """What is wrong with the table's rows: what the builder did with what it was handed (``builder``), and what the
+    controller handed it or measured (``controller``); empty: nothing."""
+
+    builder: list[str]
+    controller: list[str]
+
+
+def judge_rows(table: Frame, run: Run, params: ControllerParams) -> RowJudgement:
+    """Each row against its scenario's measurement in the run.
+
+    The builder is answerable for what it does with what it is handed: a row reporting some of its scenario's
+    measurement but not the rest (a unit or a per-sample rate of its own), two rows holding each other's measurements,
+    ms_per_token x tokens_per_s not 1000, the baseline's or the quantized model's ppx missing or the other's. Where a
+    row holds none of its scenario's measurement, and that measurement is nowhere in the table, the builder cannot have
+    been handed it: that is the controller's."""
+    builder: list[str] = []
+    controller: list[str] = []
+    tolerance = params.match_tolerance
+    rows = [(row, row_scenarios(row.get("scenario")), _row_metrics(row)) for row in table.records()]
+    for row, scenarios, metrics in rows:
+        ms, rate = metrics.get("ms_per_token"), metrics.get("tokens_per_s")
+        as_measured = any(
+            "ms_per_token" in measurement.metrics and holds(metrics, measurement, tolerance)
+            for scenario in scenarios
+            for measurement in run.of(scenario)
+        )
+        if as_measured:
+            continue  # the row is its measurement as it was handed: a unit that is wrong there is the measuring function's
+        if ms is not None and rate is not None and rate > 0 and not _unit_consistent(ms, rate, params.unit_tolerance):
+            builder.append(
+                f"the row {row.get('scenario')!r} gives ms_per_token {number(ms)} beside tokens_per_s {number(rate)}, whose "
+                f"product is {number(ms * rate)}, not 1000: ms_per_token is 1000 / tokens_per_s (milliseconds)"
+            )
+    for row, scenarios, metrics in rows:
+        label = row.get("scenario")
+        own = [measurement for scenario in scenarios for measurement in run.of(scenario)]
+        if not own or not metrics or any(holds(metrics, measurement, tolerance) for measurement in own):
+            continue
+        shown = ", ".join(f"{key} {number(value)}" for key, value in metrics.items())
+        wanted = ", ".join(f"{key} {number(value)}" for key, value in own[-1].metrics.items())
+        part = next((measurement for measurement in own if partly(metrics, measurement, tolerance)), None)
+        if part is not None:
+            builder.append(
+                f"the row {label!r} reports {shown}, but {part.source} returned {', '.join(f'{k} {number(v)}' for k, v in part.metrics.items())}: "
+                "put the measurement in the row as it is, in its units"
+            )
+            continue
+        elsewhere = [
+            other_row.get("scenario")
+            for other_row, other_scenarios, other_metrics in rows
+            if other_row is not row and any(holds(other_metrics, measurement, tolerance) for measurement in own)
+        ]
+        if elsewhere:
+            builder.append(
+                f"the row {label!r} does not hold its own measurement ({wanted}), which the row {elsewhere[0]!r} holds: "
+                "each row must hold its own scenario's measurement"
+            )
+        else:
+            controller.append(
+                f"the row {label!r} reports {shown}, but {own[-1].source} returned {wanted} for that scenario during the run"
+            )
+    builder += _ppx_problems(rows, run, tolerance)
+    return RowJudgement(builder, controller)
+
+
+def _unit_consistent(ms: float, rate: float, tolerance: float) -> bool:
+    """Whether ms_per_token x tokens_per_s is 1000, within ``tolerance`` and the precision each is shown with."""
+    slack = tolerance
+    for value in (ms, rate):
+        decimals = shown_decimals(value)
+        if decimals is not None and value:
+            slack += 0.5 * 10.0**-decimals / abs(value)
+    return abs(ms * rate - 1000) <= 1000 * slack
+
+
+def _ppx_problems(rows: list[tuple[dict[Any, Any], list[str], dict[str, float]]], run: Run, tolerance: float) -> list[str]:
+    """What is wrong with the baseline's and the quantized model's ppx in the table, against what the run's perplexity
+    function returned for each (nothing where it returned none)."""
+    problems = []
+    for row, scenarios, _ in rows:
+        for scenario in [name for name in scenarios if name in ("baseline", "quantized")][:1]:
+            own = run.perplexities.get(scenario, [])
+            other = run.perplexities.get("quantized" if scenario == "baseline" else "baseline", [])
+            if not own:
+                continue
+            ppx: Any = row.get("ppx")
+            if not is_number(ppx):
+                problems.append(
+                    f"the row {row.get('scenario')!r} gives ppx {kind_of(ppx)}, but the run computed {number(own[-1])} for "
+                    f"the {scenario} model: put its perplexity in the row"
+                )
+            elif not any(agrees(ppx, value, tolerance) for value in own) and any(
+                agrees(ppx, value, tolerance) for value in other
+            ):
+                problems.append(
+                    f"the row {row.get('scenario')!r} gives the other model's ppx ({number(float(ppx))}), not the {scenario} "
+                    f"model's ({number(own[-1])})"
+                )
+    return problems
 
 
 def judge_table_sources(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
@@ -1289,7 +1996,7 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     agrees with the duration of a generate call of the run; a perplexity when the watched perplexity
     function returned it.
     """
-    _, call, outcome = _controller_call(context, params)
+    _, _, call, outcome = _controller_call(context, params)
     events = outcome.generate_events()
     returned = [decode(event["value"]) for name in params.measure_functions for event in outcome.returned_events(name)]
     latencies = [latency for value in returned for latency in _reported(value, "latency_s")]
@@ -1305,17 +2012,8 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
                 f"The results table's row {scenario!r} has latency_s {kind_of(latency)}: report the measured latency.",
                 found=kind_of(latency),
             )
-        own, sources = _scenario_latencies(params, outcome, read_scenario(scenario))
-        if own and not _close(float(latency), own):
-            # The function that measured this scenario returned it during the run: the row must say the same.
-            return Verdict.failed(
-                f"The row {scenario!r} of the table {call} returned reads latency_s {number(float(latency), 's')}, but "
-                f"{sources} returned {', '.join(number(value, 's') for value in own[:4])} for that scenario during the run: "
-                "fill each row from the results of its own scenario.",
-                expected=f"the latency {sources} measured for {scenario!r}",
-                found=number(float(latency), "s"),
-            )
-        measured = _close(float(latency), latencies) or any(
+        measured = any(agrees(latency, value, params.match_tolerance) for value in latencies) or _close(float(latency), latencies)
+        measured = measured or any(
             judge_latency(params, float(latency), [event], int(event["max_new_tokens"] or 0)) is None for event in events
         )
         if not measured:
@@ -1326,7 +2024,7 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
                 expected="latencies measured during the run",
                 found=number(float(latency), "s"),
             )
-        if is_number(ppx) and math.isfinite(float(ppx)) and not _close(float(ppx), perplexities):
+        if is_number(ppx) and not any(agrees(ppx, value, params.match_tolerance) for value in perplexities):
             return Verdict.failed(
                 f"The row {scenario!r} of the table {call} returned reads ppx {number(float(ppx))}, which {params.ppx_function} "
                 f"did not return during the run ({len(perplexities)} perplexities): take ppx from its results.",
@@ -1336,15 +2034,58 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     return None
 
 
+def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None:
+    """None if the run measured what it was asked to: the baseline and a quantized (ONNX Runtime) model, the ablation,
+    batching with the batch sizes it was given and the edge prompts, each with the max_new_tokens it was given."""
+    sizes, max_new_tokens, call, outcome = _controller_call(context, params)
+    problems = []
+    for function, position in MAX_NEW_TOKENS_AT.items():
+        if function not in params.measure_functions:
+            continue
+        given = [argument(event, "max_new_tokens", position) for event in outcome.returned_events(function)]
+        given = [value for value in given if value is not None]  # a call whose arguments were not recorded says nothing
+        if given and max_new_tokens not in given:
+            problems.append(
+                f"it called {function} with max_new_tokens={', '.join(sorted({str(value) for value in given}))}, not the "
+                f"max_new_tokens={max_new_tokens} it was given"
+            )
+    generations = [event for event in outcome.generate_events() if tokens_limit(event) == max_new_tokens]
+    onnx = [event for event in outcome.generate_events() if "onnxruntime" in str(event["model_type"])]
+    quantized = [
+        event for event in outcome.returned_events(params.measure_function) if is_onnx_argument(argument(event, "model", 0))
+    ]
+    if not onnx and not quantized:
+        problems.append(
+            "no ONNX Runtime model generated during the run: measure the model run_static_ptq_optimum returns for the "
+            "quantized scenario"
+        )
+    elif not generations:
+        problems.append(f"no generate call of the run had max_new_tokens={max_new_tokens}")
+    batched = [argument(event, "batch_sizes", 3) for event in outcome.returned_events(params.batched_function)]
+    asked = [list(value) for value in batched if isinstance(value, (list, tuple))]
+    if asked and sizes not in asked:
+        problems.append(
+            f"it called {params.batched_function} with batch sizes {', '.join(map(str, asked))}, not the batch sizes "
+            f"{sizes} it was given"
+        )
+    if not problems:
+        return None
+    return Verdict.failed(
+        f"{call} does not measure what it is asked to: {'; '.join(problems)}.",
+        expected=f"every measurement with max_new_tokens={max_new_tokens}, batching with {sizes}, a quantized model",
+        found="; ".join(problems),
+    )
+
+
 def _controller(context: CheckContext, params: ControllerParams) -> tuple[list[int], Frame, Any]:
-    sizes, call, outcome = _controller_call(context, params)
+    sizes, _, call, outcome = _controller_call(context, params)
     table, takeaways = context.returned(outcome, call, items(FRAME, ANY, names="(results table DataFrame, takeaways list)"))
     return sizes, table, takeaways
 
 
 def _built_table(context: CheckContext, params: ControllerParams) -> tuple[list[int], Any]:
     """What the table builder last returned during the controller's run (stop if it was never called)."""
-    sizes, call, outcome = _controller_call(context, params)
+    sizes, _, call, outcome = _controller_call(context, params)
     built = outcome.returned_events(params.table_function)
     if not built:
         context.returned(outcome, call)  # the controller's own failure, if any, says more
@@ -1388,9 +2129,9 @@ def judge_takeaways(takeaways: Any, count: list[int], question: str) -> Verdict:
     """3 to 5 takeaway sentences pass; text that copies or rewords the question, repeats itself or is filler goes
     to the instructor, flagged, instead of passing silently."""
     low, high = count
-    items = takeaways if isinstance(takeaways, list) else []
-    real = [item for item in items if isinstance(item, str) and len(item.split()) >= 3]
-    if not isinstance(takeaways, list) or len(real) != len(items) or not low <= len(items) <= high:
+    listed = takeaways if isinstance(takeaways, list) else []
+    real = [item for item in listed if isinstance(item, str) and len(item.split()) >= 3]
+    if not isinstance(takeaways, list) or len(real) != len(listed) or not low <= len(listed) <= high:
         return Verdict.failed(
             f"The controller returned {kind_of(takeaways)} as its takeaways ({len(real)} of a few words or more): "
             f"return {low} to {high} takeaway sentences.",
@@ -1411,36 +2152,67 @@ def judge_takeaways(takeaways: Any, count: list[int], question: str) -> Verdict:
 
 @check_kind("controller_builder", ControllerParams)
 def controller_builder(context: CheckContext, params: ControllerParams) -> Verdict:
-    """The table build_results_table returns during the run holds every scenario, with units."""
+    """The table build_results_table returns during the run holds every scenario, each row what its scenario's
+    measurement gave (as it was handed), in its units, with the baseline's and the quantized model's perplexities."""
     sizes, built = _built_table(context, params)
     verdict = judge_table(built, sizes, params.table_function)
     if verdict is not None:
         return verdict
-    return Verdict.passed(f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}.")
+    outcome = _controller_call(context, params)[3]
+    judgement = judge_rows(built, run_record(outcome, params), params)
+    if judgement.builder:
+        return Verdict.failed(
+            f"The table {params.table_function} builds during the run: {'; '.join(judgement.builder[:3])}.",
+            expected="each row its scenario's measurement, ms_per_token = 1000 / tokens_per_s, ppx for both models",
+            found="; ".join(judgement.builder[:3]),
+        )
+    return Verdict.passed(
+        f"{params.table_function} builds a table with every scenario and {', '.join(TABLE_COLUMNS)}, each row its "
+        "scenario's measurement, in its units."
+    )
 
 
 @check_kind("controller_table", ControllerParams)
 def controller_table(context: CheckContext, params: ControllerParams) -> Verdict:
-    """The controller's results table holds every scenario, its latencies and perplexities those the run measured."""
+    """The controller measures what it is asked to (a quantized model, the batch sizes and max_new_tokens it is given),
+    and its results table holds every scenario, each row its own scenario's measurement from the run."""
     sizes, table, _ = _controller(context, params)
+    _, _, _, outcome = _controller_call(context, params)
+    wrong = judge_run(context, params)
+    if wrong is not None:
+        return wrong
     verdict = judge_table(table, sizes, params.function)
+    built = outcome.returned_events(params.table_function)
+    returned = (outcome.raw.get("value") or {}).get("items") or [None]
+    # Compared as described by the kernel (a NaN ppx makes decoded frames unequal to themselves).
+    own_table = bool(built) and json.dumps(built[-1]["value"], sort_keys=True) == json.dumps(returned[0], sort_keys=True)
     if verdict is not None:
-        outcome = _controller_call(context, params)[2]
-        built = outcome.returned_events(params.table_function)
-        returned = (outcome.raw.get("value") or {}).get("items") or [None]
-        # Compared as described by the kernel (a NaN ppx makes decoded frames unequal to themselves).
-        if built and json.dumps(built[-1]["value"], sort_keys=True) == json.dumps(returned[0], sort_keys=True):
+        if own_table:
             return Verdict.passed(
                 f"{params.function} returns the table {params.table_function} built; what that table lacks is charged "
                 f"in {params.table_function}'s own check."
             )
         return verdict
+    judgement = judge_rows(table, run_record(outcome, params), params)
+    if judgement.controller:
+        return Verdict.failed(
+            f"In the table {params.function} returns, {'; '.join(judgement.controller[:3])}: hand the table each "
+            "scenario's own results.",
+            expected="each row its own scenario's measurement from the run",
+            found="; ".join(judgement.controller[:3]),
+        )
+    if judgement.builder and not own_table:
+        return Verdict.failed(
+            f"The table {params.function} returns: {'; '.join(judgement.builder[:3])}.",
+            expected="each row its scenario's measurement, in its units",
+            found="; ".join(judgement.builder[:3]),
+        )
     unmeasured = judge_table_sources(context, params, table)
     if unmeasured is not None:
         return unmeasured
     return Verdict.passed(
-        f"The results table holds every scenario ({table.length} rows) with {', '.join(TABLE_COLUMNS)}, "
-        "its latencies and perplexities those the run measured."
+        f"The run measures what it is asked to, and its results table holds every scenario ({table.length} rows), each "
+        "row its own scenario's measurement."
     )
 
 
@@ -1454,7 +2226,7 @@ def controller_takeaways(context: CheckContext, params: ControllerParams) -> Ver
         claims = claim_records(" ".join(str(item) for item in takeaways), table_facts(table))
         if claims:
             verdict = replace(verdict, data={**verdict.data, "claims": claims})
-    if verdict.outcome != "failed" and not _controller_call(context, params)[2].generate_events():
+    if verdict.outcome != "failed" and not _controller_call(context, params)[3].generate_events():
         return Verdict.failed(
             "The controller made no generate call, so its takeaways rest on no measurement: run the experiment "
             "(baseline, quantized, ablation, batching, edge prompts) and draw the takeaways from its results.",

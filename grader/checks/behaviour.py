@@ -255,9 +255,18 @@ def matching(found: Sequence[Generation], wanted: Generation, fits: RowFit, aspe
 def unmatched_generations(
     student: Behaviour, reference: Behaviour, fits: RowFit, aspects: Sequence[str] = ASPECTS
 ) -> list[Unmatched]:
-    """The reference's generate calls (:meth:`Behaviour.required`) that the student's call does not make, as a
-    multiset (two the reference makes need two). Each with the closest call the student made instead."""
-    wanted = reference.required()
+    """The reference's generate calls (:meth:`Behaviour.required`) that the student's call does not make: see
+    :func:`unmatched_of`."""
+    return unmatched_of(student, reference.required(), fits, aspects)
+
+
+def unmatched_of(
+    student: Behaviour, wanted: Sequence[Generation], fits: RowFit, aspects: Sequence[str] = ASPECTS
+) -> list[Unmatched]:
+    """The ``wanted`` generate calls the student's call does not make, as a multiset (two alike need two), each with
+    the closest call it made instead. (A reference's :meth:`Behaviour.required` takes calls of the same rows one
+    after another as a warm-up and its timed call; a caller that wants calls of the same rows several times, as an
+    ablation's four settings, passes them itself.)"""
     found = [call for call in student.generations if call.error is None]
     options = [[index for index, call in enumerate(found) if not differences(call, need, fits, aspects)] for need in wanted]
     paired = match(options)
