@@ -32,6 +32,7 @@ GENERATE: dict[str, Any] = {
     "forward_calls": 0,
     "max_new_tokens": None,
     "use_cache": None,
+    "num_beams": 1,
     "new_tokens_limit": None,
     "instrumentation_replaced": [],
     "decoding_loops": 1,  # the instrumented generate counts the decoding loop that ran inside it

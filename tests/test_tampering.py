@@ -100,7 +100,7 @@ FORGERIES = {
         "                 'thread': __import__('threading').get_native_id(), 'kwargs': {}, 'positional_args': 0,\n"
         "                 'input_device': 'cpu', 'input_ids': ids, 'padding_side': None, 'max_new_tokens': n,\n"
         "                 'use_cache': True, 'new_tokens_limit': n, 'instrumentation_replaced': [], 'decoding_loops': 0,\n"
-        "                 'error': None, 'output_ids': None, 'cut_short': False, 'pause': None, 'paced_s': None}\n"
+        "                 'error': None, 'output_ids': None, 'cut_short': False, 'num_beams': 1, 'pause': None, 'paced_s': None}\n"
         "        if paced: event['paced_s'] = paced\n"
         "        R.record(event)\n"
         "    time.sleep(1.3)  # the grader's clock must see the time the events claim\n"
@@ -163,9 +163,10 @@ def timed(harness: Harness, function: str) -> object:
 def test_an_honest_timed_call_is_trusted_with_its_pacing_varied(kernel: Harness) -> None:
     outcome = timed(kernel, "honest")
     assert outcome.status == "returned", outcome.message
-    # The tokenizer's pause and the warm-up's, each drawn by the grader (0.2 s times 1.0 to 1.3) and served by it.
+    # The tokenizer's pause and the warm-up's, each drawn by the grader (0.2 s times 1.0 to 1.3) and served by it: the
+    # time it held the kernel (the length drawn, or a little more where its serving thread was late on a busy machine).
     paced = [seconds for event in outcome.events if (seconds := event.get("paced_s")) is not None]
-    assert len(paced) == 2 and all(0.2 <= seconds <= 0.26 for seconds in paced) and paced[0] != paced[1]
+    assert len(paced) == 2 and all(0.2 <= seconds <= 0.26 + 0.2 for seconds in paced) and paced[0] != paced[1]
     assert kernel.tampered == {}
 
 

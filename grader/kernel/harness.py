@@ -329,7 +329,8 @@ class Harness:
         is the asked one; where the session has no pause channel, one factor per call, slept in the kernel); the call's
         records are checked against the grader's own measurements, and a call they rule out comes back
         ``tampered`` (see grader/kernel/evidence.py), its function named in :attr:`tampered`. A call ruled out by
-        CPU time alone (which a busy machine can starve an honest call of) is made once more, and judged on that.
+        CPU time alone (which a busy machine can starve an honest call of) is made again, up to twice, and judged on the
+        last.
         """
         request: CallRequest = {
             "op": "call",
@@ -405,7 +406,7 @@ class Harness:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _ask(self, request: Request, timeout_s: float | None, measure_again: bool = True) -> CallOutcome:
+    def _ask(self, request: Request, timeout_s: float | None, measure_again: int = 2) -> CallOutcome:
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
         pace_s = request["pace_s"] if request["op"] == "call" else 0.0
@@ -468,7 +469,7 @@ class Harness:
                 # dearer than an honest call's (seen once in CI, 3.3 times). Price again, call again, and rule on
                 # that call.
                 self._price(request, again=True)
-                return self._ask(request, timeout_s, measure_again=False)
+                return self._ask(request, timeout_s, measure_again=measure_again - 1)
         outcome = replace(outcome, pace_s=pace_s)
         if not why:
             return outcome

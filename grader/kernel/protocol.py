@@ -196,6 +196,7 @@ class GenerateEvent(TypedDict):
     forward_calls: int
     max_new_tokens: Setting
     use_cache: Setting
+    num_beams: Setting  # beam search's beams as generate uses them (1: greedy or sampling)
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
     decoding_loops: int  # the decoding loops of generate that ran inside it

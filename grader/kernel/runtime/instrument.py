@@ -407,6 +407,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "forward_calls": 0,
         "max_new_tokens": _effective_setting(model, kwargs, "max_new_tokens"),
         "use_cache": _effective_setting(model, kwargs, "use_cache"),
+        "num_beams": _effective_setting(model, kwargs, "num_beams"),
         "new_tokens_limit": _new_tokens_limit(model, kwargs, inputs),
         "instrumentation_replaced": _replaced_now()[:8],
         "decoding_loops": 0,
@@ -547,7 +548,7 @@ def _generated_tokens(output: Any, inputs: Any) -> bool:
 
 
 def _effective_setting(model: Any, kwargs: dict[str, Any], name: str) -> Setting:
-    """A setting (max_new_tokens, use_cache) as generate will use it: keyword, else generation config."""
+    """A setting (max_new_tokens, use_cache, num_beams) as generate will use it: keyword, else generation config."""
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
     value = kwargs[name] if name in kwargs else getattr(config, name, None)
     return value if value is None or isinstance(value, (bool, int)) else repr(value)[:50]

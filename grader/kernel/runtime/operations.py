@@ -173,18 +173,20 @@ def _exception(error: BaseException, skip_frames: int = 0) -> ExceptionAnswer:
 
 @contextlib.contextmanager
 def _cuda_said_available() -> Iterator[None]:
-    """While a call runs on a machine without CUDA, ``torch.cuda.is_available()`` answers True (put back after)."""
+    """While a call runs on a machine without CUDA, CUDA is said to be there: ``torch.cuda.is_available()`` answers True
+    and ``torch.cuda.device_count()`` 1, however a function asks (put back after)."""
     import torch
 
-    original = torch.cuda.is_available
-    if original():
+    available, count = torch.cuda.is_available, torch.cuda.device_count
+    if available():
         yield
         return
     torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 1
     try:
         yield
     finally:
-        torch.cuda.is_available = original
+        torch.cuda.is_available, torch.cuda.device_count = available, count
 
 
 def op_call(request: CallRequest) -> Answer:
