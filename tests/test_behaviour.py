@@ -213,3 +213,26 @@ def test_a_number_is_right_at_the_precision_it_is_shown_with() -> None:
     assert not agrees(4.6, 4.66) and not agrees(0.13, 0.1361)
     assert not agrees(5.0, 4.44)  # shown without decimals, 4.44 is 4
     assert agrees(8, 8.0137)
+
+
+def test_a_rounding_whose_last_decimals_are_zeros_is_read_at_its_precision() -> None:
+    """A loss rounded to 2 decimals may end in 0: the float 1.8 is 1.80, not a one-decimal rounding."""
+    assert agrees(1.8, 1.7996, 1e-4, coarsest=0.005)  # 1.80
+    assert agrees(2.0, 1.9996, 1e-4, coarsest=0.005)  # 2.00
+    assert not agrees(1.8, 1.7796, 1e-4, coarsest=0.005)  # 1.78 rounded again to 1.8: too coarse
+    assert not agrees(2.0, 2.04, 1e-4, coarsest=0.005)
+
+
+def test_a_timer_shaved_by_a_few_percent_reads_shorter_than_its_generate() -> None:
+    tolerance = LatencyTolerance()
+    (run,) = [generation(1, [PROMPT], 17, 0.0, duration_s=0.2)]
+    assert agrees_with_timed(tolerance, 0.2, [run]) and agrees_with_timed(tolerance, 0.1985, [run])  # a clock's rounding
+    assert not agrees_with_timed(tolerance, 0.2 * 0.95 - 0.0015, [run])
+
+
+def test_a_beam_search_is_not_the_greedy_search_asked_for() -> None:
+    beams = behaviour([generation(1, [PROMPT], 17, 0.0, num_beams=4)], ARGUMENT)
+    (missing,) = unmatched_generations(beams, REFERENCE, exact_row)
+    assert missing.differ == ("beams",)
+    greedy = behaviour([generation(1, [PROMPT], 17, 0.0, num_beams=1)], ARGUMENT)
+    assert unmatched_generations(greedy, REFERENCE, exact_row) == []

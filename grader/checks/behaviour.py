@@ -59,6 +59,7 @@ class Generation:
     width: int  # the batch's width, padding included
     limit: int | None  # the effective limit of new tokens (max_new_tokens, else max_length less the prompt)
     use_cache: bool | None
+    beams: int  # beam search's beams (1: greedy or sampling; a setting not readable counts as 1)
     padding: str | None  # the side padded ("left", "right"), None where no row is padded
     dtype: str  # what the model computed in: autocast's dtype where it was on, else the model's
     device: str
@@ -85,6 +86,7 @@ class Generation:
             width=int(shape[-1]) if shape and isinstance(shape[-1], int) else 0,
             limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
             use_cache=use_cache if isinstance(use_cache, bool) else (True if use_cache is None else None),
+            beams=beams if isinstance(beams := event.get("num_beams"), int) and not isinstance(beams, bool) and beams > 0 else 1,
             padding=event["padding_side"],
             dtype=str(event["autocast"] or event["model_dtype"]),
             device=str(event["model_device"]).split(":")[0],
@@ -171,7 +173,7 @@ class Behaviour:
 
 
 # The aspects of a generate call compared, with how each reads in feedback.
-ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "dtype", "device", "inputs")
+ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "dtype", "device", "inputs")
 
 
 def _rows_fit(found: Sequence[Sequence[int]] | None, wanted: Sequence[Sequence[int]] | None, fits: RowFit) -> bool:
@@ -223,6 +225,8 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             differ.append("limit")
         elif aspect == "use_cache" and found.use_cache != wanted.use_cache:
             differ.append("use_cache")
+        elif aspect == "beams" and found.beams != wanted.beams:
+            differ.append("beams")
         elif aspect == "padding" and (
             (wanted.padding is not None and found.padding != wanted.padding)
             or (found.padding == "right" and wanted.padding != "right")  # it generates after its padding
@@ -304,6 +308,8 @@ def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str]
             parts.append(f"{len(call.rows)} row(s) of {', '.join(str(len(row)) for row in call.rows[:8])} tokens")
     parts.append(f"a limit of {call.limit} new tokens" if call.limit is not None else "no readable limit of new tokens")
     parts.append(f"use_cache={call.use_cache}")
+    if call.beams != 1:
+        parts.append(f"num_beams={call.beams}")
     if call.padding:
         parts.append(f"{call.padding} padding")
     parts.append(call.dtype.removeprefix("torch."))
@@ -315,6 +321,7 @@ DIFFERENCE_TEXT = {
     "rows": "other token ids",
     "limit": "another limit of new tokens (or it stopped short of it: max_time, a stopping criterion)",
     "use_cache": "another use_cache",
+    "beams": "another number of beams (a beam search does several times the greedy search's work)",
     "padding": "another padding side",
     "dtype": "another dtype",
     "device": "another device",

@@ -40,6 +40,12 @@ def agrees(reported: Any, actual: float, rel_tolerance: float = 1e-3, coarsest: 
     if math.isclose(reported, actual, rel_tol=rel_tolerance, abs_tol=1e-12):
         return True
     rounding = half_unit(reported)
-    if coarsest is not None and rounding > coarsest * abs(reported):
+    decimals = shown_decimals(reported)
+    if decimals is None:
         return False
-    return shown_decimals(reported) is not None and abs(reported - actual) <= rounding
+    if coarsest is not None and rounding > coarsest * abs(reported):
+        # A float drops a rounding's trailing zeros (1.80 reads 1.8): it may be ``actual`` rounded at a precision fine
+        # enough, whose last decimals are zeros.
+        finer = [d for d in range(decimals + 1, decimals + 8) if 0.5 * 10.0**-d <= coarsest * abs(reported)]
+        return any(math.isclose(round(actual, d), reported, rel_tol=1e-12, abs_tol=1e-12) for d in finer)
+    return abs(reported - actual) <= rounding

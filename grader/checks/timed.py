@@ -35,7 +35,7 @@ from grader.kernel.values import is_number
 
 # What a timed generate is compared on with the reference's: the model it was given, the prompt's ids, the limit of
 # new tokens, use_cache, the padding side of a batch, and inputs on the model's device.
-TIMED_ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "device", "inputs")
+TIMED_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
 
 
 @dataclass(frozen=True)
