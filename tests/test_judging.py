@@ -456,3 +456,31 @@ def test_a_rate_alone_is_judged_without_ms_per_token() -> None:
     assert judge_rates(0.02, 0.2, 6, 30.0) is None
     assert judge_rates(0.02, 0.2, 6, 100.0) is not None  # no max_new_tokens given: the plain message
     assert "assumes" not in judge_rates(0.02, 0.2, 6, 100.0).message
+
+
+def test_a_precision_sweep_s_rates_may_come_from_the_mean_latency_of_its_trials() -> None:
+    from course_assignments.latency.checks import _same_metrics
+
+    runs = [
+        {"latency_s": latency, "new_tokens": 8, "tokens_per_s": 8 / latency, "ms_per_token": 1000 * latency / 8}
+        for latency in (0.2, 0.25, 0.3)
+    ]
+    mean = 0.25
+    derived = {"latency_s": mean, "new_tokens": 8, "tokens_per_s": 8 / mean, "ms_per_token": 1000 * mean / 8}
+    assert _same_metrics(derived, runs)
+    assert not _same_metrics({**derived, "tokens_per_s": 2 * 8 / mean}, runs)  # a rate of nothing measured
+
+
+def test_a_caption_row_of_the_results_table_is_no_scenario() -> None:
+    from course_assignments.quantization.checks import measured_rows
+
+    from grader.kernel.values import Frame
+
+    nan = float("nan")
+    table = Frame(
+        columns=("scenario", "latency_s", "tokens_per_s", "ms_per_token", "ppx"),
+        dtypes=("object", "float64", "float64", "float64", "float64"),
+        rows=(("model=gpt2 | device=cpu | dtype=float32", nan, nan, nan, nan), ("baseline", 0.2, 40.0, 25.0, 6.3)),
+        length=2,
+    )
+    assert [row["scenario"] for row in measured_rows(table)] == ["baseline"]

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -613,9 +614,27 @@ def _returned_metrics(outcome: CallOutcome, measure_function: str) -> list[dict[
         value = decode(event["value"])
         arguments = {str(name): decode(description) for name, description in event["arguments"]}
         prompt = arguments.get("prompt", arguments.get("2"))
+        settings = {
+            "max_new_tokens": arguments.get("max_new_tokens", arguments.get("3")),
+            "use_cache": arguments.get("use_cache", arguments.get("4")),
+        }
         if isinstance(value, dict):
-            returned.append({"prompt": prompt if isinstance(prompt, str) else None, **value})
+            returned.append({"prompt": prompt if isinstance(prompt, str) else None, **value, "$settings": settings})
     return returned
+
+
+def _asked_alike(candidates: list[Any], settings: Callable[[Any], dict[str, Any]], sweep: Sweep) -> list[Any]:
+    """Of a row's candidate measurements, those run with the sweep's max_new_tokens and use_cache where any were (a
+    setting not passed, or not recorded, is no difference): a row that reports a run of other settings, beside the
+    runs the sweep was asked for, reports another measurement. Where none was, all of them (the settings' own check
+    charges that)."""
+    wanted = {"max_new_tokens": sweep.max_new_tokens, "use_cache": sweep.use_cache}
+    alike = [
+        candidate
+        for candidate in candidates
+        if all(value is None or value == wanted[name] for name, value in settings(candidate).items())
+    ]
+    return alike or candidates
 
 
 def _readings(values: list[float]) -> list[float]:
@@ -677,6 +696,7 @@ def _row_problems(
             if isinstance(metrics.get("prompt"), str)
             and tuple(reference_tokenizer(metrics["prompt"])["input_ids"]) in prompts[index]
         ]
+        own = _asked_alike(own, lambda metrics: metrics["$settings"], sweep)
         if own:
             measured = {
                 name: [float(m[name]) for m in own if is_number(m.get(name))]
@@ -706,7 +726,9 @@ def _row_problems(
         if not ran:
             problems.append(f"no generate call of the sweep ran the prompt for the target of {length} tokens")
             continue
-        limited = [call for call in ran if call.limit == sweep.max_new_tokens]
+        limited = _asked_alike(
+            [call for call in ran if call.limit == sweep.max_new_tokens], lambda call: {"use_cache": call.use_cache}, sweep
+        )
         if not limited:
             problems.append(
                 f"no generate call of the prompt for the target of {length} tokens ran with the max_new_tokens the sweep was "
@@ -786,7 +808,8 @@ def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
 LABEL_WORDS = {
     "prompt length": ("token", "length", "prompt", "context", "input"),
     "latency": ("latency", "time", "duration", "second", "(s)", "[s]", " s", "ms", "sec"),
-    "tokens/s": ("token", "tok", "throughput", "/s", "per s", "per second"),
+    # A rate, not a count: "Prompt length (tokens)" on the throughput axis says tokens, not tokens per second.
+    "tokens/s": ("throughput", "/s", "/ s", "per s", "per_s", "per second", "rate", "speed", "tps", "s^-1", "s⁻¹"),
 }
 
 
@@ -799,6 +822,8 @@ def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> 
     text = f" {label.casefold()} "
     if not any(word in text for word in LABEL_WORDS[shows]):
         return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
+    if shows == "prompt length" and any(word in text for word in (*THROUGHPUT_WORDS, "per second", "per s ")):
+        return f"the prompt length axis is labelled {label!r}, which names a throughput, not a prompt length"
     if shows == "latency" and any(word in text for word in THROUGHPUT_WORDS):
         return f"the latency axis is labelled {label!r}, which names a throughput, not a latency"
     if shows == "latency" and milliseconds is not None:
@@ -1054,12 +1079,18 @@ def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[lis
 
 def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
     """Whether a result's metrics are those of these runs: one run's, or their mean, median or best (fastest), each at
-    the precision the result shows it."""
+    the precision the result shows it; the rates may also be derived from the latency reported (new tokens over the
+    mean latency of several trials is as good a throughput as the mean of their throughputs)."""
     for name in METRICS:
         values = [float(run[name]) for run in runs if is_number(run.get(name))]
         if not values or not is_number(result.get(name)):
             return False
         readings = [statistics.fmean(values), statistics.median(values), min(values), max(values)]
+        latency: Any = result.get("latency_s")
+        tokens: Any = result.get("new_tokens")
+        derived = name in ("tokens_per_s", "ms_per_token") and is_number(latency) and is_number(tokens)
+        if derived and float(latency) > 0 and float(tokens) > 0:
+            readings.append(float(tokens) / float(latency) if name == "tokens_per_s" else 1000 * float(latency) / float(tokens))
         if not any(agrees(result[name], reading, 1e-6) for reading in readings):
             return False
     return True

@@ -48,6 +48,7 @@ from .checks import (
     sweep_calls,
     sweep_fits,
     timed_measurements,
+    timed_per_precision,
 )
 
 
@@ -340,6 +341,17 @@ def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams
                 + " Measure every precision, each with a run of its own, with the prompt and max_new_tokens you are given.",
                 expected=f"{len(reference.required())} timed generate calls of the prompt passed, max_new_tokens={sweep.max_new_tokens}",
                 found=describe_generation(missing[0].closest, decode) if missing[0].closest else "no generate call",
+            )
+        # The reference measures every precision with the same settings: one measured with the KV cache and another
+        # without it compares the cache, not the precision.
+        caches = {(str(event["model_dtype"]), event["use_cache"]) for event in timed_per_precision(sweep, params)}
+        if len({cache for _, cache in caches}) > 1:
+            shown = ", ".join(f"{dtype.removeprefix('torch.')}: use_cache={cache}" for dtype, cache in sorted(caches, key=str))
+            return Verdict.failed(
+                f"In {sweep.call}, the precisions are not measured alike ({shown}): a run with the KV cache and a run "
+                "without it differ by the cache, not by the precision. Measure every precision with the same settings.",
+                expected="one use_cache for every precision",
+                found=shown,
             )
     dropped = " and ".join(sorted(DROPPED[aspect] for aspect in notes))
     note = f" ({params.measure_function} itself drops {dropped}, which is charged in its own check)" if notes else ""

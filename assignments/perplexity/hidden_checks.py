@@ -12,7 +12,7 @@ from grader.checks.base import CheckContext, Verdict, check_kind, number
 from grader.checks.loss import (
     TOKEN_MISTAKES,
 )
-from grader.checks.numbers import half_unit
+from grader.checks.numbers import agrees, half_unit
 from grader.checks.timed import judge_timed_settings
 from grader.checks.timing import judge_rates, judge_timed_latency, new_tokens_range
 from grader.kernel.values import is_number, kind_of, scalar
@@ -69,8 +69,15 @@ def _judge_perplexity(params: LossParams, returned: ReturnedField) -> Verdict:
     # Either may be rounded for the report (the seed shows a perplexity of 55.14): each at the precision it shows.
     expected = math.exp(float(loss))
     slack = half_unit(found) + expected * half_unit(float(loss))
-    if math.isclose(found, expected, rel_tol=params.rel_tolerance) or (
-        abs(found - expected) <= slack and slack <= 0.005 * expected
+    # A loss and a perplexity both right at the precision each shows (1.80 and 6.05) are exp of each other as rounded.
+    reference = variants["loss"]
+    both_right = agrees(loss, reference, params.rel_tolerance, coarsest=0.005) and agrees(
+        found, math.exp(reference), params.rel_tolerance, coarsest=0.005
+    )
+    if (
+        both_right
+        or math.isclose(found, expected, rel_tol=params.rel_tolerance)
+        or (abs(found - expected) <= slack and slack <= 0.005 * expected * (1 + 1e-6))
     ):
         return Verdict.passed(f"The perplexity {where} is exp of the loss you report ({number(found)}).", data=data)
     mistake = variants["perplexity: mean of per-batch perplexities"]

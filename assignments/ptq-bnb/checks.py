@@ -278,12 +278,25 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
     # The notebook's own calls run once, on a machine busy with other work, and cannot be tried again as the grader's
     # own calls are: a timer may read well past its generate (preempted), never well short of it (what a function that
     # shrinks its latency reports).
+    # So one call may read up to twice its generate; the calls of one model, read together (their median), may not
+    # read more than any timed call does (a function that inflates one configuration's latencies shows there).
     tolerance = LatencyTolerance(upper_rel=1.0, upper_abs_s=0.25)
+    together = LatencyTolerance()
+    readings: dict[int | None, list[tuple[float, list[GenerateEvent]]]] = {}
     previous = 0.0
     for call in record.calls:
         ended = [event for event in record.generates if previous <= float(event["start"]) and float(event["end"]) <= call.time]
+        finished = any(previous < float(event["end"]) <= call.time for event in record.generates)
         previous = call.time
-        if not ended or not isinstance(call.prompt, str):
+        if not isinstance(call.prompt, str):
+            continue
+        if not finished and (is_number(call.latency) or isinstance(call.text, str)):
+            # A result without a generate: remembered from an earlier call (a cache), or another model's.
+            return (
+                f"called with the prompt {call.prompt[:40]!r}, it returned a result, but no generate ran during the call: "
+                "each call must generate (a result kept from an earlier call is not a new measurement)"
+            )
+        if not ended:
             continue
         timed = ended[-1]
         if latency:
@@ -292,6 +305,8 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                     f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
                     f"but its generate took {float(timed['duration_s']):.4g} s"
                 )
+            if is_number(call.latency):
+                readings.setdefault(call.serial, []).append((float(call.latency), ended))
             continue
         limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
         if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
@@ -304,6 +319,14 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         if isinstance(call.text, str) and timed["output_ids"] and _same_text(call.text) not in decodes:
             return (
                 f"called with the prompt {call.prompt[:40]!r}, it returned a text that is not a decode of its generate's output"
+            )
+    for pairs in readings.values():
+        long = [(reported, ended) for reported, ended in pairs if not agrees_with_timed(together, reported, ended)]
+        if len(pairs) >= 3 and len(long) > len(pairs) / 2:
+            shown = ", ".join(f"{reported:.4g} s for {float(ended[-1]['duration_s']):.4g} s" for reported, ended in long[:3])
+            return (
+                f"{len(long)} of its {len(pairs)} calls on one model returned latencies longer than their generates took "
+                f"({shown}): a preempted run reads long now and then, not most of the time"
             )
     return ""
 

@@ -752,6 +752,13 @@ def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
                 continue  # the setting never reached generate as the reference's does: charged by the settings check
             latency = float(metrics["latency_s"])
             if agrees_with_timed(params, latency, runs):
+                wrong = _setting_rates_problem(params, metrics, runs, ablation.outcome)
+                if wrong:
+                    return Verdict.failed(
+                        f"In {ablation.call}, under {name!r}: {wrong}. Report each setting's metrics as measured.",
+                        expected="tokens_per_s = new tokens / latency_s, ms_per_token = 1000 / tokens_per_s",
+                        found=wrong,
+                    )
                 continue
             # A latency measure_generation itself mistimes is charged in its own check, not again here.
             if latency in _returned_latencies(ablation.outcome, params.measure_function) and measure_mistimes(context):
@@ -770,6 +777,31 @@ def ablation_keys(context: CheckContext, params: AblationParams) -> Verdict:
             "measure_generation's own do, which is charged in its own check."
         )
     return Verdict.passed("The ablation reports all four settings, each with the metrics of its own generate calls.")
+
+
+def _setting_rates_problem(
+    params: AblationParams, metrics: dict[str, Any], runs: list[GenerateEvent], outcome: CallOutcome
+) -> str:
+    """Why a setting's rates are not those of its timed runs ("" when they are): tokens_per_s x latency_s must be the
+    new tokens a run produced (up to each row's end-of-text, up to rows x width) and ms_per_token x tokens_per_s
+    1000. Rates measure_generation returned as they are are its own check's to judge, not charged here."""
+    rate, per_token, latency = float(metrics["tokens_per_s"]), float(metrics["ms_per_token"]), float(metrics["latency_s"])
+    returned = [
+        item for event in outcome.returned_events(params.measure_function) if isinstance(item := decode(event["value"]), dict)
+    ]
+    if any(is_number(item.get("tokens_per_s")) and agrees(rate, float(item["tokens_per_s"]), 1e-6) for item in returned):
+        return ""
+    ranges = [new_tokens_range(run) for run in runs]
+    fewest, most = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    produced = rate * latency
+    if not fewest * (1 - params.rate_tolerance) <= produced <= most * (1 + params.rate_tolerance):
+        return (
+            f"tokens_per_s x latency_s is {number(produced)} tokens, but its timed generate produced "
+            f"{span(fewest, most)} new tokens"
+        )
+    if not _unit_consistent(per_token, rate, params.rate_tolerance):
+        return f"ms_per_token {number(per_token)} beside tokens_per_s {number(rate)} is not 1000 / tokens_per_s"
+    return ""
 
 
 # --------------------------------------------------------------------------------------
@@ -1294,10 +1326,14 @@ def _quantized_runs(context: CheckContext, params: PpxParams, comparison: Compar
             found=f"{covered} tokens in {len(runs)} runs",
         )
     quantized, _ = _label_result(value, "quantized", params.function)
-    sums: list[dict[str, Any]] = [event["nll_sums"] for event in runs if isinstance(event["nll_sums"], dict)]
-    counts: list[dict[str, Any]] = [event["nll_counts"] for event in runs if isinstance(event["nll_counts"], dict)]
-    if len(sums) != len(runs) or len(counts) != len(runs):
-        return None  # runs whose logits the kernel did not see: coverage is the evidence
+    # The runs whose logits the kernel saw (a run of one token, as a warm-up, predicts nothing and has none): where they
+    # cover every text, the loss must be theirs; where they do not, coverage is the evidence.
+    seen = [event for event in runs if isinstance(event["nll_sums"], dict) and isinstance(event["nll_counts"], dict)]
+    seen_tokens = sum(_count(count) for event in seen for count in (event["row_tokens"] or []))
+    if seen_tokens < sum(lengths):
+        return None
+    sums: list[dict[str, Any]] = [event["nll_sums"] for event in seen if event["nll_sums"] is not None]
+    counts: list[dict[str, Any]] = [event["nll_counts"] for event in seen if event["nll_counts"] is not None]
     try:
         if _baseline_loss(context, params, comparison).outcome != "passed":
             return None  # a wrong method is charged once, on the baseline
@@ -1864,6 +1900,12 @@ def row_scenarios(label: Any) -> list[str]:
     return []
 
 
+def measured_rows(table: Frame) -> list[dict[Any, Any]]:
+    """The table's rows that report a measurement: a row with no number in any metric column is a caption (seed 001
+    asks for the model id, device and dtype "in the table caption or a header row"), no scenario's."""
+    return [row for row in table.records() if any(is_number(row.get(key)) for key in (*ROW_METRICS, "ppx"))]
+
+
 def _row_metrics(row: dict[Any, Any]) -> dict[str, float]:
     return {key: float(row[key]) for key in ROW_METRICS if is_number(row.get(key))}
 
@@ -1906,7 +1948,7 @@ def judge_rows(table: Frame, run: Run, params: ControllerParams) -> RowJudgement
     builder: list[str] = []
     controller: list[str] = []
     tolerance = params.match_tolerance
-    rows = [(row, row_scenarios(row.get("scenario")), _row_metrics(row)) for row in table.records()]
+    rows = [(row, row_scenarios(row.get("scenario")), _row_metrics(row)) for row in measured_rows(table)]
     for row, scenarios, metrics in rows:
         ms, rate = metrics.get("ms_per_token"), metrics.get("tokens_per_s")
         as_measured = any(
@@ -2003,7 +2045,7 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     perplexities = [
         ppx for event in outcome.returned_events(params.ppx_function) for ppx in _reported(decode(event["value"]), "ppx")
     ]
-    for row in table.records():
+    for row in measured_rows(table):
         scenario: Any = row.get("scenario")
         latency: Any = row.get("latency_s")
         ppx: Any = row.get("ppx")
@@ -2044,9 +2086,10 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             continue
         given = [argument(event, "max_new_tokens", position) for event in outcome.returned_events(function)]
         given = [value for value in given if value is not None]  # a call whose arguments were not recorded says nothing
-        if given and max_new_tokens not in given:
+        if any(value != max_new_tokens for value in given):  # every measurement, the quantized model's as the baseline's
             problems.append(
-                f"it called {function} with max_new_tokens={', '.join(sorted({str(value) for value in given}))}, not the "
+                f"it called {function} with max_new_tokens="
+                f"{', '.join(sorted({str(value) for value in given if value != max_new_tokens}))}, not the "
                 f"max_new_tokens={max_new_tokens} it was given"
             )
     generations = [event for event in outcome.generate_events() if tokens_limit(event) == max_new_tokens]
@@ -2061,6 +2104,11 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         )
     elif not generations:
         problems.append(f"no generate call of the run had max_new_tokens={max_new_tokens}")
+    if not outcome.returned_events(params.ppx_function):
+        problems.append(
+            f"{params.ppx_function} never returned during the run: the baseline's and the quantized model's rows need "
+            "the perplexities it computes"
+        )
     batched = [argument(event, "batch_sizes", 3) for event in outcome.returned_events(params.batched_function)]
     asked = [list(value) for value in batched if isinstance(value, (list, tuple))]
     if asked and sizes not in asked:
@@ -2113,7 +2161,7 @@ def judge_table(table: Any, sizes: list[int], who: str) -> Verdict | None:
             expected=", ".join(TABLE_COLUMNS),
             found=", ".join(map(str, table.columns)),
         )
-    labels = list(table.column("scenario"))
+    labels = [row.get("scenario") for row in measured_rows(table)]
     absent = missing_scenarios(labels, sizes, SETTINGS)
     if absent:
         return Verdict.failed(
