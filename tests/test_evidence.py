@@ -319,11 +319,14 @@ def served(pauses: tuple[Pause, ...]) -> Measured:
     return Measured(1.02, 0.25, 0.2, clock_origin=ORIGIN, pauses=pauses)
 
 
-def test_served_pauses_give_their_events_the_length_the_grader_drew() -> None:
+def test_served_pauses_give_their_events_the_time_the_grader_held_the_kernel() -> None:
+    """The length drawn, or the span from receiving the request to the release where the grader's thread was late."""
     events, pauses = served_call()
     attributed, why = attribute_pauses(events, served(pauses))
     assert why == ""
-    assert [event.get("paced_s") for event in attributed] == [0.2503, 0.2793, None]
+    assert [event.get("paced_s") for event in attributed] == [pytest.approx(0.2504), pytest.approx(0.2795), None]
+    late = (pauses[0], Pause("2", ORIGIN + 0.3803, ORIGIN + 0.6598, 0.2))  # drew 0.2 s, released 0.28 s later
+    assert attribute_pauses(events, served(late))[0][1].get("paced_s") == pytest.approx(0.2795)
     assert recorded_forgery(1.0, attributed, served(pauses)) == ""  # lengths drawn per pause, not one per call
     # The kernel paced itself (no channel): its events are judged as recorded.
     assert attribute_pauses(honest(), Measured(1.02, PACE)) == (tuple(honest()), "")
