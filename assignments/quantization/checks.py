@@ -1574,13 +1574,19 @@ def edge_call(context: CheckContext, params: EdgeParams, hub_id: str, max_new_to
         )
 
     def again(outcome: CallOutcome) -> bool:
-        # (not again where measure_generation ignores its prompts: its calls share one input, never told apart)
+        # (not again where measure_generation ignores its prompts: its calls share one input, never told apart) An entry
+        # that fits no call, or only another kind's (two prompts' calls of close durations, one of them preempted), is
+        # measured again: a misfiled entry repeats, a preempted run does not.
         runs = edge_runs(context, params, hub_id, outcome)
-        return (
-            outcome.ok
-            and _edge_unmatched(params, outcome.value, runs, max_new_tokens, by_key=False) is not None
-            and not measure_ignores_inputs(context, outcome, params.measure_function)
+        unmatched = outcome.ok and (
+            _edge_unmatched(params, outcome.value, runs, max_new_tokens, by_key=False) is not None
+            or (
+                isinstance(outcome.value, dict)
+                and keyed_kinds(outcome.value) is not None
+                and _edge_unmatched(params, outcome.value, runs, max_new_tokens, by_key=True) is not None
+            )
         )
+        return unmatched and not measure_ignores_inputs(context, outcome, params.measure_function)
 
     outcome = context.once(f"edge:{call}:{objects.own}", lambda: again_while(params.attempts, attempt, again))
     return call, outcome
