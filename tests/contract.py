@@ -116,14 +116,36 @@ def results(out: Path, submission: str) -> GradescopeResults:
 CORPUS_TIMEOUT_S = 2400
 
 
+# Where the samples were already graded with the tests' seed (`grade submissions/ --seed 20261123 -o DIR`): a GPU
+# machine lent for minutes grades the samples once and reads its verdicts from DIR/<assignment>, with the corpus tests
+# deselected (-k "not correct_notebook and not variant_loses and not cheat_loses"). See README, "Verified on a GPU".
+PREGRADED = os.environ.get("GRADER_TESTS_PREGRADED", "")
+
+
 def grade_samples(tmp_path_factory: Any, root: Path, assignment: str) -> Path:
     """Run the real `grade` command once on an assignment's sample submissions and its corpus of independently
     written notebooks (tests/corpus/<assignment>), as one batch; the output folder."""
+    if PREGRADED:
+        return Path(PREGRADED) / assignment
     out: Path = tmp_path_factory.mktemp(f"graded-{assignment}")
     run_grade(
         str(root / "submissions" / assignment), str(CORPUS / assignment), "--out", str(out), cwd=root, timeout=CORPUS_TIMEOUT_S
     )
     return out
+
+
+def assert_gpu_mistake(out: Path, sample: str, losses: Mapping[str, str]) -> GradescopeResults:
+    """A mistake only a GPU shows: on CUDA it loses the points of exactly these checks, each failing with a message
+    holding its words (``losses``: check id -> words); on a CPU-only machine it keeps every point."""
+    result = results(out, sample)
+    if not on_cuda():
+        assert result.losing() == set() and result.score == result.max_score
+        return result
+    assert result.losing() == set(losses), {c: t.output[:300] for c, t in result.by_id().items() if c in result.losing()}
+    for check_id, words in losses.items():
+        test = result.by_id()[check_id]
+        assert test.status == "failed" and words in test.output, test.output
+    return result
 
 
 def assert_loses_exactly(out: Path, sample: str, expected_losses: set[str], words: str) -> GradescopeResults:

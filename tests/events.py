@@ -72,9 +72,12 @@ def tokenize_event(start: float, end: float, **fields: Any) -> TokenizeEvent:
     )
 
 
-def synchronize_event(start: float, end: float, error: str | None = None) -> SynchronizeEvent:
+def synchronize_event(
+    start: float, end: float, error: str | None = None, via: str = "torch.cuda.synchronize"
+) -> SynchronizeEvent:
     return cast(
-        SynchronizeEvent, _made({"type": "synchronize", "thread": 1, "start": start, "end": end, "error": error}, {}, True)
+        SynchronizeEvent,
+        _made({"type": "synchronize", "via": via, "thread": 1, "start": start, "end": end, "error": error}, {}, True),
     )
 
 

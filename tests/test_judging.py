@@ -334,9 +334,9 @@ def test_a_caller_may_report_the_best_or_the_mean_of_repeated_measurements() -> 
 # The CUDA-only checks are skipped on a CPU grader: their judging is proven here, on any machine.
 
 
-def synchronize(start: float, end: float) -> dict[str, Any]:
-    """A made-up torch.cuda.synchronize event."""
-    return synchronize_event(start, end)
+def synchronize(start: float, end: float, via: str = "torch.cuda.synchronize") -> dict[str, Any]:
+    """A made-up torch.cuda.synchronize event (or a stream's or CUDA event's synchronize, or an event recorded)."""
+    return synchronize_event(start, end, via=via)
 
 
 @pytest.mark.parametrize(
@@ -348,6 +348,18 @@ def synchronize(start: float, end: float) -> dict[str, Any]:
         ([], "before and after"),
         ([synchronize(1.02, 1.05)], "before and after"),  # during the timed generate: neither
         ([synchronize(0.05, 0.08), synchronize(0.2, 0.3)], "after"),  # around the warm-up, not the timed call
+        ([synchronize(-0.1, -0.05), synchronize(1.20, 1.25)], "before"),  # before the warm-up: its work is timed
+        (
+            [
+                synchronize(0.9, 0.91, "Event.record"),
+                synchronize(1.12, 1.13, "Event.record"),
+                synchronize(1.2, 1.3, "Event.synchronize"),
+            ],
+            None,
+        ),
+        ([synchronize(0.9, 0.91, "Stream.synchronize"), synchronize(1.2, 1.3, "Stream.synchronize")], None),
+        ([synchronize(0.9, 0.91, "Event.record"), synchronize(1.12, 1.13, "Event.record")], "after"),  # never waited for
+        ([synchronize(0.90, 0.95, "torch.cuda.synchronize"), synchronize(1.20, 1.25)], None),
     ],
 )
 def test_cuda_synchronize_is_judged_around_the_timed_generate(synchronizes: list[dict[str, Any]], missing: str | None) -> None:
@@ -362,6 +374,29 @@ def test_cuda_synchronize_is_judged_around_the_timed_generate(synchronizes: list
     else:
         assert verdict.outcome == "failed"
         assert f"does not call torch.cuda.synchronize() {missing} the generate call" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("warm_up_tokens", "synchronizes", "passes"),
+    [
+        (4, [(0.90, 0.95), (3.20, 3.25)], True),  # one wait around a best-of-three loop, after a shorter warm-up
+        (7, [(0.90, 0.95), (3.20, 3.25)], True),  # ... after a warm-up of the same work
+        (7, [(-0.1, -0.05), (3.20, 3.25)], False),  # before a warm-up of the same work: the warm-up is timed
+        (None, [(1.15, 1.2), (3.20, 3.25)], True),  # no warm-up: the first repeat is taken for one
+        (None, [(0.90, 0.95), (3.20, 3.25)], False),  # ... so a wait before it leaves it inside the timer
+    ],
+)
+def test_cuda_synchronize_around_repeated_timed_generates(
+    warm_up_tokens: int | None, synchronizes: list[tuple[float, float]], passes: bool
+) -> None:
+    from grader.checks.timing import judge_synchronize
+    from grader.kernel.harness import CallOutcome
+
+    repeats = [generate(1.0 + k, 1.1 + k, model_device="cuda:0", new_tokens_limit=7) for k in range(3)]
+    warm_up = [] if warm_up_tokens is None else [generate(0.0, 0.1, model_device="cuda:0", new_tokens_limit=warm_up_tokens)]
+    events = sorted([*warm_up, *repeats, *(synchronize(*span) for span in synchronizes)], key=lambda event: event["start"])
+    verdict = judge_synchronize(CallOutcome("returned", events=tuple(events)), "measure_generation")
+    assert (verdict.outcome == "passed") is passes, verdict.message
 
 
 def test_cuda_used_on_a_cpu_grader_is_an_error_that_says_so_and_nothing_on_cuda() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_gpu_mistake, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -26,6 +26,14 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-characters-not-tokens": ({"build-prompt"}, "It counts characters, not tokens"),
     "mistake-unlabelled-plots": ({"sweep-plots"}, "has no xlabel or ylabel"),
     "mistake-keys-by-request": ({"precision-sweep-keys"}, "not by the precision requested"),
+}
+
+# Mistakes only a GPU shows (on a CPU they keep every point): check id -> words of its feedback on CUDA.
+CUDA_MISTAKES: dict[str, dict[str, str]] = {
+    "mistake-no-cuda-sync": {"measure-cuda-sync": "does not call torch.cuda.synchronize() before and after the generate"},
+    "mistake-sync-outside-timer": {"measure-cuda-sync": "one before the warm-up leaves the warm-up's GPU work inside the timer"},
+    "mistake-fp16-runs-fp32": {"loader-model": "the model is in float32", "precision-sweep-fp16-cuda": "float32"},
+    "mistake-inputs-on-cpu": {"measure-settings": "device"},
 }
 
 
@@ -73,6 +81,17 @@ def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> Non
         assert results(graded, sample).losing() == set()
         return
     assert_loses_exactly(graded, sample, *MISTAKES[sample])
+
+
+@pytest.mark.parametrize("sample", sorted(CUDA_MISTAKES))
+def test_each_gpu_mistake_loses_its_points_on_cuda_only(graded: Path, sample: str) -> None:
+    assert_gpu_mistake(graded, sample, CUDA_MISTAKES[sample])
+
+
+def test_float16_by_autocast_keeps_every_point(graded: Path) -> None:
+    # The seed allows autocast instead of a float16 model: judged by what generate computed in, on either machine.
+    result = results(graded, "correct-autocast")
+    assert result.losing() == set() and result.score == result.max_score == here("latency", 23)
 
 
 def test_timing_feedback_links_the_seeds_docs(graded: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_gpu_mistake, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 MISTAKES: dict[str, tuple[set[str], str]] = {
@@ -24,6 +24,10 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-gradients-on": ({"evaluation-no-grad"}, "ran with gradients on"),
     "mistake-one-text-at-a-time": ({"evaluation-batching"}, "one text at a time"),
     "mistake-tokenizer-gpt2": ({"loader-same-id"}, "tokenizer from 'gpt2'"),
+}
+# A mistake only a GPU shows (on a CPU it keeps every point): check id -> words of its feedback on CUDA.
+CUDA_MISTAKES = {
+    "mistake-no-cuda-sync": {"timing-cuda-sync": "does not call torch.cuda.synchronize() before and after the generate"}
 }
 
 
@@ -67,6 +71,11 @@ def test_starter_scores_zero(graded: Path) -> None:
 @pytest.mark.parametrize("sample", sorted(MISTAKES))
 def test_each_mistake_loses_exactly_its_points(graded: Path, sample: str) -> None:
     assert_loses_exactly(graded, sample, *MISTAKES[sample])
+
+
+@pytest.mark.parametrize("sample", sorted(CUDA_MISTAKES))
+def test_each_gpu_mistake_loses_its_points_on_cuda_only(graded: Path, sample: str) -> None:
+    assert_gpu_mistake(graded, sample, CUDA_MISTAKES[sample])
 
 
 def test_loss_feedback_gives_the_seeds_guidance(graded: Path) -> None:

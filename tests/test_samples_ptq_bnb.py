@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_loses_exactly, grade_samples, here, on_cuda, results
+from tests.contract import CORPUS_TIMEOUT_S, assert_gpu_mistake, assert_loses_exactly, grade_samples, here, on_cuda, results
 from tests.corpus_checks import corpus_tests
 
 # sample -> (checks that lose points, words the failing message must contain)
@@ -25,6 +25,12 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-decodes-prompt": ({"generate-output"}, "returns the prompt itself"),
     "mistake-nf4-quant-type": ({"config-nf4"}, "FP4"),
     "mistake-latency-sum": ({"results-latency"}, "sum of the runs"),
+}
+# Mistakes only a GPU shows (on a CPU they keep every point): check id -> words of its feedback on CUDA.
+ON_CPU = "on the CPU, although this machine has CUDA"
+CUDA_MISTAKES: dict[str, dict[str, str]] = {
+    "mistake-generate-no-sync": {"generate-cuda-sync": "does not call torch.cuda.synchronize() before and after the generate"},
+    "mistake-bnb-on-cpu": {"config-int8": ON_CPU, "config-nf4": ON_CPU, "config-fp4": ON_CPU},
 }
 
 
@@ -100,6 +106,11 @@ def test_starter_scores_zero_and_says_why(graded: Path) -> None:
 def test_each_mistake_loses_exactly_its_points_and_is_named(graded: Path, sample: str) -> None:
     result = assert_loses_exactly(graded, sample, *MISTAKES[sample])
     assert result.max_score == 25
+
+
+@pytest.mark.parametrize("sample", sorted(CUDA_MISTAKES))
+def test_each_gpu_mistake_loses_its_points_on_cuda_only(graded: Path, sample: str) -> None:
+    assert_gpu_mistake(graded, sample, CUDA_MISTAKES[sample])
 
 
 def test_unwritten_analysis_fails_automatically(graded: Path) -> None:

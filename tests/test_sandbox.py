@@ -247,3 +247,24 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return []
+
+
+def test_a_grader_installed_with_pip_target_hands_its_import_path_to_sandboxed_kernels_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `pip install --target DIR` + PYTHONPATH=DIR (as on a GPU machine whose image lacks the grader's packages): the
+    # sandboxed kernel runs the same Python and needs DIR (ipykernel); without it every kernel died before it replied.
+    from grader.grading.kernels import kernel_environment
+    from grader.grading.settings import GradingSettings
+    from grader.kernel.launcher import keep_visible_import_path
+
+    site, hidden = tmp_path / "site", tmp_path / "checkout"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{hidden}{os.pathsep}")
+    assert kernel_environment(None, GradingSettings(sandbox=True))["PYTHONPATH"] == os.environ["PYTHONPATH"]
+    assert "PYTHONPATH" not in kernel_environment(None, GradingSettings(sandbox=False))  # a self-check's own Python
+    keep_visible_import_path()  # in the kernel, after its new root: the hidden checkout is not even named
+    assert os.environ["PYTHONPATH"] == str(site)
+    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    keep_visible_import_path()
+    assert "PYTHONPATH" not in os.environ

@@ -300,6 +300,18 @@ def solution_cells() -> list[tuple[str, str]]:
 
 
 WARM_UP = "        model.generate(**inputs, max_new_tokens=4, **settings)  # warm-up, not timed\n"
+SYNC = "        if model.device.type == \"cuda\":\n            torch.cuda.synchronize()\n"
+AUTOCAST_SWEEP = '''def sweep_precisions(candidates: list[str], precisions: list[str], prompt: str,
+                     max_new_tokens: int = 32) -> dict[str, dict]:
+    """Metrics of measure_generation keyed by dtype label, same prompt and settings for each."""
+    tokenizer, model, _, _ = load_model_and_tokenizer(candidates, "float32")
+    results = {}
+    for precision in precisions:
+        dtype, label = resolve_precision(precision, model.device.type)
+        # float16 by autocast on the float32 model (off on the CPU, where float16 falls back to float32)
+        with torch.autocast(device_type=model.device.type, dtype=dtype, enabled=dtype != torch.float32):
+            results[label] = measure_generation(model, tokenizer, prompt, max_new_tokens=max_new_tokens)
+    return results'''
 TIMED = """        start = time.perf_counter()
         output = model.generate(**inputs, max_new_tokens=max_new_tokens, **settings)"""
 
@@ -355,5 +367,34 @@ SAMPLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "Keys the precision sweep by the requested precision instead of the dtype label.",
         [("        tokenizer, model, _, label = load_model_and_tokenizer(candidates, precision)\n        results[label]",
           "        tokenizer, model, _, label = load_model_and_tokenizer(candidates, precision)\n        results[precision]")],
+    ),
+    # Mistakes that only a GPU shows: on a CPU they keep every point (tests/test_samples_latency.py, CUDA_MISTAKES).
+    "mistake-no-cuda-sync": (
+        "Never calls torch.cuda.synchronize() around the timed generate, so on a GPU the timer can stop before the GPU "
+        "finishes (a GPU-only mistake).",
+        [(SYNC + "        start", "        start"), (SYNC + "        latency", "        latency")],
+    ),
+    "mistake-sync-outside-timer": (
+        "Synchronises once before the warm-up and once after the timer stopped: the warm-up's GPU work is timed and "
+        "the timed work is not waited for (a GPU-only mistake).",
+        [(WARM_UP + SYNC + "        start", SYNC + WARM_UP + "        start"),
+         (SYNC + "        latency = time.perf_counter() - start\n", "        latency = time.perf_counter() - start\n" + SYNC)],
+    ),
+    "mistake-fp16-runs-fp32": (
+        "Loads every model in float32 whatever precision was resolved: on a GPU the run labelled float16 is a float32 "
+        "one (a GPU-only mistake).",
+        [("AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype)", "AutoModelForCausalLM.from_pretrained(model_id)")],
+    ),
+    "mistake-inputs-on-cpu": (
+        "Leaves the tokenized prompt on the CPU: on a GPU the model gets its inputs on another device (a GPU-only "
+        "mistake).",
+        [("    inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)\n    settings",
+          "    inputs = tokenizer(prompt, return_tensors=\"pt\")\n    settings")],
+    ),
+    # A correct variant: the seed allows autocast instead of a model loaded in float16.
+    "correct-autocast": (
+        "Correct: loads the model once in float32 and runs the float16 measurement under torch.autocast (the seed "
+        "allows either); full marks on both machines.",
+        [(PRECISION_SWEEP_SOLUTION, AUTOCAST_SWEEP)],
     ),
 }

@@ -249,4 +249,10 @@ SAMPLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "Always loads the tokenizer of gpt2, whatever model_id asks for.",
         [("    tokenizer = AutoTokenizer.from_pretrained(model_id)", "    tokenizer = AutoTokenizer.from_pretrained(\"gpt2\")")],
     ),
+    # A mistake that only a GPU shows: on a CPU it keeps every point (tests/test_samples_perplexity.py).
+    "mistake-no-cuda-sync": (
+        "Never calls torch.cuda.synchronize() around the timed generate (a GPU-only mistake).",
+        [("    if model.device.type == \"cuda\":\n        torch.cuda.synchronize()\n    start", "    start"),
+         ("    if model.device.type == \"cuda\":\n        torch.cuda.synchronize()\n    latency", "    latency")],
+    ),
 }

@@ -653,6 +653,15 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
     named_right = [c for c in matches if name_agrees(c.name, c.loaded_as())]
     for configuration in named_right:
         if configuration.error is None:
+            on_cpu = configuration.model is not None and not configuration.model.device.startswith("cuda")
+            if context.on_cuda and params.configuration != "baseline" and on_cpu:
+                return Verdict.failed(
+                    f"'{configuration.name}' loads as {LOADED_AS[wanted]} but on the CPU, although this machine has CUDA: "
+                    'the comparison is of bitsandbytes\' CUDA kernels. On a GPU load it with device_map="auto" (or '
+                    "none: bitsandbytes then places it on the GPU); keep the CPU for CPU-only machines.",
+                    expected=f"a {label} model on cuda",
+                    found=f"a {label} model on {configuration.model.device if configuration.model else 'cpu'}",
+                )
             return Verdict.passed(
                 f"'{configuration.name}' really loads as {LOADED_AS[wanted]} (by its layers) and generates text ({configuration.generated!r}).",
                 data={

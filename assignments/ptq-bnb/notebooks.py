@@ -378,4 +378,14 @@ SAMPLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "The code is complete but the written analysis still reads TODO.",
         [(ANALYSIS_SOLUTION, ANALYSIS_STARTER)],
     ),
+    # Mistakes that only a GPU shows: on a CPU they keep every point (tests/test_samples_ptq_bnb.py).
+    "mistake-generate-no-sync": (
+        "Never calls torch.cuda.synchronize() around the timed generate (a GPU-only mistake).",
+        [("    if model.device.type == 'cuda':\n        torch.cuda.synchronize() # Ensure previous CUDA ops are done\n", ""),
+         ("    if model.device.type == 'cuda':\n        torch.cuda.synchronize() # Ensure generation is done\n", "")],
+    ),
+    "mistake-bnb-on-cpu": (
+        "Loads the bitsandbytes configurations on the CPU even where CUDA is there (a GPU-only mistake).",
+        [('device_map = "auto" if device.type == "cuda" else None', 'device_map = "cpu"  # bitsandbytes runs on the CPU too')],
+    ),
 }

@@ -46,6 +46,11 @@ def kernel_environment(zoo: ModelZoo | None, settings: GradingSettings) -> dict[
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             extra[name] = str(settings.kernel_threads)
     extra["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
+    if settings.sandbox and os.environ.get("PYTHONPATH"):
+        # Packages installed with `pip install --target` (ipykernel among them): the kernel runs this Python and needs
+        # them; the launcher keeps only the entries the kernel can see (launcher.keep_visible_import_path). Not for a
+        # self-check, whose kernel runs unsandboxed on the student's own Python.
+        extra["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if zoo is None:  # real models: the kernel may need the grader's Hugging Face settings
         extra.update({name: value for name, value in os.environ.items() if name.startswith(("HF_", "TRANSFORMERS_"))})
     return kernel_env(os.environ, extra)

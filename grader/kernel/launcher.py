@@ -302,6 +302,18 @@ def become_kernel(libc: Any, policy: dict[str, Any]) -> None:
     if policy.get("own_pids"):
         # After the change of user (which clears it): die with the launcher that waits for us.
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "asking to die with the launcher")
+    keep_visible_import_path()
+
+
+def keep_visible_import_path() -> None:
+    """Keep in ``PYTHONPATH`` only the folders the kernel can see now: the grader's own import path (a ``pip install
+    --target`` environment) reaches the kernel, the folders hidden from it (the grader's checkout) are not named."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    visible = [entry for entry in entries if entry and os.path.isdir(entry)]
+    if visible:
+        os.environ["PYTHONPATH"] = os.pathsep.join(visible)
+    else:
+        os.environ.pop("PYTHONPATH", None)
 
 
 def watch_kernel(child: int, grader_alive: Callable[[], bool], cleanup: list[str]) -> int:

@@ -226,9 +226,12 @@ class TokenizeEvent(TypedDict):
 
 
 class SynchronizeEvent(TypedDict):
-    """One ``torch.cuda.synchronize`` call."""
+    """One wait for the GPU (``torch.cuda.synchronize``, a stream's or a CUDA event's ``synchronize``), or a CUDA
+    event recorded (``via`` ``Event.record``: the GPU stamps it in stream order, so a timer of CUDA events needs no
+    wait before it starts)."""
 
     type: Literal["synchronize"]
+    via: Literal["torch.cuda.synchronize", "Stream.synchronize", "Event.synchronize", "Event.record"]
     thread: int
     start: float
     end: float

@@ -164,7 +164,10 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         if name in vars(GenerationMixin):
             _replace(GenerationMixin, name, _instrumented_loop(vars(GenerationMixin)[name]))
     if torch.cuda.is_available():  # only judged on CUDA: without it, a notebook may stub it out harmlessly
+        # Every way to wait for the GPU, and CUDA events (a timer of events starts in stream order, without a wait).
         _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))
+        for owner, name in ((torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"), (torch.cuda.Event, "record")):
+            _replace(owner, name, _instrumented_synchronize(vars(owner)[name], f"{owner.__name__}.{name}"))
     _replace(transformers.PreTrainedModel, "__call__", _instrumenting_forward(torch.nn.Module.__call__))
     _replace(transformers.PreTrainedModel, "post_init", _instrumenting_forward(transformers.PreTrainedModel.post_init))
     # Every entry point that turns text into ids (and pad, which builds a batch), on the base class and

@@ -617,11 +617,14 @@ def _instrumented_tokenizer_load(original: Callable[..., Any]) -> Callable[..., 
     return from_pretrained
 
 
-def _instrumented_synchronize(original: Callable[..., Any]) -> Callable[..., Any]:
+def _instrumented_synchronize(original: Callable[..., Any], via: str = "torch.cuda.synchronize") -> Callable[..., Any]:
+    """Wrap a wait for the GPU, or ``torch.cuda.Event.record`` (``via`` says which): record each call."""
+
     @_wraps(original)
     def synchronize(*args: Any, **kwargs: Any) -> Any:
         event: SynchronizeEvent = {
             "type": "synchronize",
+            "via": via,  # type: ignore[typeddict-item]  # one of the protocol's names, given by install
             "thread": threading.get_native_id(),
             "start": RECORDER.now(),
             "end": 0.0,
