@@ -629,7 +629,7 @@ def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
         missing = [
             what
             for what, pattern in (
-                ("the backend (ONNX Runtime / Optimum)", r"onnx|\bort\b|optimum"),
+                ("the backend (ONNX Runtime / Optimum)", r"onnx|\bort(?:\b|quantizer|model)|optimum"),
                 ("the precision (int8)", r"int8|8[- ]?bit"),
             )
             if not re.search(pattern, quantized.info, re.IGNORECASE)

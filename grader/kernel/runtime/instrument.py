@@ -275,8 +275,12 @@ def _new_token_counts(sequences: Any, prompt_length: int, eos_ids: list[int]) ->
 
 
 def _eos_ids(model: Any, kwargs: dict[str, Any]) -> list[int]:
-    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
-    eos = kwargs.get("eos_token_id", getattr(config, "eos_token_id", None))
+    """The end-of-text ids generate stops at: the keyword, else the config it was given, else the model's (generate
+    fills a given config's unset end-of-text from the model's)."""
+    eos = kwargs.get("eos_token_id")
+    for config in (kwargs.get("generation_config"), getattr(model, "generation_config", None)):
+        if eos is None:
+            eos = getattr(config, "eos_token_id", None)
     if eos is None:
         return []
     return [int(e) for e in eos] if isinstance(eos, (list, tuple)) else [int(eos)]
@@ -430,7 +434,9 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         if RECORDER.generate_depth:
             return original(self, *args, **kwargs)
         inputs = first_tensor(args, kwargs, "input_ids", "inputs")
-        event = new_generate_event(self, args, kwargs, inputs)
+        # generate(inputs, generation_config, ...): a config passed by position is read as the keyword is.
+        settings = {"generation_config": args[1], **kwargs} if len(args) >= 2 and hasattr(args[1], "max_new_tokens") else kwargs
+        event = new_generate_event(self, args, settings, inputs)
         RECORDER.remember(self)
         RECORDER.generate_depth += 1
         outer = RECORDER.current_generate
@@ -439,7 +445,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         try:
             output = original(self, *args, **kwargs)
             # Filled in before the event is recorded: a record is complete when it leaves the instrumentation.
-            record_output(event, output, inputs, self, kwargs)
+            record_output(event, output, inputs, self, settings)
             # Paced once per prompt, model and device, and only once a generate really produced
             # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
             # leaves the pacing to the timed call, where a timer shows it.
