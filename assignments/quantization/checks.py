@@ -50,7 +50,7 @@ from grader.checks.labels import missing_scenarios, read_scenario
 from grader.checks.loss import CorpusParams, draw_corpus, hidden_corpus, judge_loss, reference_variants, text_token_lengths
 from grader.checks.numbers import agrees, shown_decimals
 from grader.checks.shapes import ANY, FRAME, items, keyed_by, keys
-from grader.checks.timed import Timed, call_work, judge_timed_settings, timed_call
+from grader.checks.timed import Timed, again_while_alike, judge_timed_settings, timed_call
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,
@@ -402,27 +402,19 @@ def sweep_call(
 ) -> GradedCall:
     """``params.function(*arguments)``, watching the student's measuring function, paced (the first of a function's
     two calls: a timer around a warm-up shows there; the second, there to vary every argument, is not, which saves
-    a pause per batch); made again (see :func:`again_while`) while it returns and ``too_long`` says a latency it
+    a pause per batch); made again (see :func:`again_while_alike`) while it returns and ``too_long`` says a latency it
     reports reads too long. Once per memo."""
     pace_s = params.pace_s if paced else 0.0
 
     def attempt() -> GradedCall:
         return graded_call(context, params.function, *arguments, pace_s=pace_s, watch=(params.measure_function,))
 
-    def measure() -> GradedCall:
-        # As timed_call does: a run made again that did other work (a warm-up once per model, inside the timer the
-        # first time) leaves the call judged on its first run.
-        first = current = attempt()
-        for _ in range(params.attempts - 1):
-            if not (current.outcome.ok and too_long(current)):
-                break
-            again = attempt()
-            if call_work(again) != call_work(first):
-                return first
-            current = again
-        return current
-
-    return context.once(memo, measure)
+    return context.once(
+        memo,
+        lambda: again_while_alike(
+            params.attempts, attempt, lambda graded: graded.outcome.ok and too_long(graded), lambda graded: graded
+        ),
+    )
 
 
 def reads_longer(tolerance: LatencyTolerance, latency: Any, events: Sequence[GenerateEvent]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from grader.checks.base import CheckContext, StopCheck, Verdict
 from grader.checks.behaviour import (
@@ -32,6 +32,8 @@ from grader.checks.timing import LatencyTolerance, agrees_with_timed, cuda_misus
 from grader.kernel.harness import CallOutcome
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import is_number
+
+R = TypeVar("R")
 
 # What a timed generate is compared on with the reference's: the model it was given, the prompt's ids, the limit of
 # new tokens, use_cache, the padding side of a batch, and inputs on the model's device.
@@ -121,6 +123,23 @@ def call_work(graded: GradedCall) -> list[tuple[object, ...]]:
     return [*sorted(generates), ("tokenize", len(graded.outcome.tokenize_events()))]
 
 
+def again_while_alike(
+    attempts: int, attempt: Callable[[], R], too_long: Callable[[R], bool], graded: Callable[[R], GradedCall]
+) -> R:
+    """What ``attempt`` gives, made up to ``attempts`` times while ``too_long`` says a latency it reports reads too
+    long (a preempted run does not repeat); but a run made again that did other work than the first (``call_work``: a
+    warm-up once per model, a tokenization cached, inside the timer the first time) leaves the first to be judged."""
+    first = current = attempt()
+    for _ in range(attempts - 1):
+        if not too_long(current):
+            break
+        again = attempt()
+        if call_work(graded(again)) != call_work(graded(first)):
+            return first
+        current = again
+    return current
+
+
 def reads_too_long(tolerance: LatencyTolerance, latency: Any, timed: Sequence[GenerateEvent]) -> bool:
     """Whether a reported latency reads longer than any honest timer of the timed calls could (worth a new call)."""
     readings = latency_readings(timed)
@@ -160,17 +179,12 @@ def timed_call(
         return Timed(call, hub_id, graded, value, aspects, row_fit, latency_of(value), tolerance)
 
     def measure() -> Timed:
-        # Made again while its latency reads too long (a preempted run does not repeat); but a call that did other work
-        # the next time (a warm-up done once per model, inside the timer) is judged on its first run.
-        first = current = attempt()
-        for _ in range(tolerance.attempts - 1):
-            if not reads_too_long(tolerance, current.latency, current.timed()):
-                break
-            again = attempt()
-            if call_work(again.graded) != call_work(first.graded):
-                return first
-            current = again
-        return current
+        return again_while_alike(
+            tolerance.attempts,
+            attempt,
+            lambda timed: reads_too_long(tolerance, timed.latency, timed.timed()),
+            lambda timed: timed.graded,
+        )
 
     return context.once(f"timed:{function}:{memo or call}", measure) if memo or call else measure()
 
