@@ -9,7 +9,7 @@ import torch
 from transformers import GenerationConfig
 
 from grader.checks.timing import carries_prompt, judge_generate_inputs, max_matching
-from grader.kernel.runtime import _new_tokens_limit, _unpadded_rows
+from grader.kernel.runtime import _new_tokens_limit, _stopped_early, _unpadded_rows
 from tests.events import generate_event
 
 
@@ -104,3 +104,18 @@ class Model:
 )
 def test_the_runtime_records_the_new_token_limit_generate_runs_with(kwargs: dict[str, Any], limit: int) -> None:
     assert _new_tokens_limit(Model(), kwargs, torch.zeros(1, 4, dtype=torch.long)) == limit
+
+
+def test_an_end_of_text_counts_as_the_end_only_where_the_model_chose_it() -> None:
+    """A generate that ended before its limit ended naturally only where each row stopped at the model's own
+    end-of-text, picked by the model's own greedy choice (9 is the model's end-of-text, 5 a full stop)."""
+    new = torch.tensor([[3, 4, 9], [3, 9, 9]])  # the second row ended first, padded with the end-of-text
+    own = [torch.tensor([3, 3]), torch.tensor([4, 9]), torch.tensor([9, 9])]
+    assert not _stopped_early(new, [9], [9], own)
+    assert not _stopped_early(new, [9], [9], None)  # choices not recorded: the end-of-text is believed
+    assert _stopped_early(torch.tensor([[3, 4, 5]]), [9, 5], [9], None)  # a full stop passed as an end-of-text
+    assert _stopped_early(torch.tensor([[3, 4]]), [9], [9], None)  # no end-of-text at all (max_time)
+    forced = [torch.tensor([3]), torch.tensor([4]), torch.tensor([7])]  # the model would have gone on with 7
+    assert _stopped_early(torch.tensor([[3, 4, 9]]), [9], [9], forced)
+    beams = [torch.tensor([3, 3, 3, 3])] * 3  # four rows per pass for two sequences: not read
+    assert not _stopped_early(new, [9], [9], beams)

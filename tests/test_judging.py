@@ -7,7 +7,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from course_assignments.quantization.checks import SETTINGS
+from course_assignments.ptq_bnb.checks import latency_readings_of, takes_medians
+from course_assignments.quantization.checks import SETTINGS, Measurement, holds, repeated_measurements
 
 from grader.checks.common import WrittenAnswerParams, written_answer
 from grader.checks.labels import missing_scenarios, read_scenario
@@ -519,3 +520,72 @@ def test_a_caption_row_of_the_results_table_is_no_scenario() -> None:
         length=2,
     )
     assert [row["scenario"] for row in measured_rows(table)] == ["baseline"]
+
+
+def test_a_median_counts_only_where_the_notebook_takes_one() -> None:
+    """A median of three runs is one of them: a notebook reporting its last run would read as a median by chance."""
+    runs = [1.4, 1.1, 1.2]  # the last run is the median
+    assert 1.2 in latency_readings_of(runs, 3)
+    assert 1.2 not in latency_readings_of(runs, 3, medians=False)
+    assert latency_readings_of(runs, 3, medians=False) == pytest.approx([sum(runs) / 3] * 2)
+
+    def notebook(*sources: str) -> Any:
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+
+    assert takes_medians(notebook("import numpy as np", "latency = float(np.median(times))"))
+    assert takes_medians(notebook("import statistics\nm = statistics.median(times)"))
+    assert takes_medians(notebook("m = pd.Series(times).quantile(0.5)"))
+    assert not takes_medians(notebook("latency = times[-1]  # median of the runs", "print('median')"))
+    assert not takes_medians(notebook("def broken(:\n    np.median(x)", "m = sum(times) / len(times)"))
+
+
+def test_a_text_run_in_pieces_on_the_cache_is_scored_as_one_run() -> None:
+    """An ONNX session run on a text's first token, then on the rest with the cache (its mask covering the past too),
+    gives the loss one run over the whole text gives: the second run's first token is scored with the first's logits."""
+    import numpy
+
+    from grader.kernel import runtime
+
+    rng = numpy.random.default_rng(0)
+    ids = numpy.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])
+    logits = rng.normal(size=(2, 5, 10))
+
+    class Session:
+        def get_outputs(self) -> list[Any]:
+            return [types.SimpleNamespace(name="logits")]
+
+    def run(serial: int, part: slice, past: int) -> dict[str, Any]:
+        feed = {"input_ids": ids[:, part], "attention_mask": numpy.ones((2, past + ids[:, part].shape[1]), dtype=int)}
+        return dict(runtime._run_tokens(Session(), feed, [logits[:, part]], True, serial))
+
+    whole = run(1, slice(0, 5), 0)
+    pieces = [run(2, slice(0, 1), 0), run(2, slice(1, 5), 1)]
+    assert pieces[0]["row_tokens"] == [1, 1] and pieces[1]["row_tokens"] == [4, 4]
+    for way in ("pairs", "targets"):
+        assert sum(piece["nll_counts"][way] for piece in pieces) == whole["nll_counts"][way] == 8
+        assert sum(piece["nll_sums"][way] for piece in pieces) == pytest.approx(whole["nll_sums"][way])
+    token_by_token = [run(3, slice(0, 1), 0)] + [run(3, slice(i, i + 1), i) for i in range(1, 5)]
+    assert sum(piece["nll_sums"]["pairs"] for piece in token_by_token) == pytest.approx(whole["nll_sums"]["pairs"])
+    fresh = run(2, slice(1, 5), 0)  # the same tokens on no cache: its first token is not predicted by an earlier run
+    assert fresh["nll_counts"]["pairs"] == 6
+
+
+def test_a_row_may_report_the_mean_median_or_best_of_repeated_runs() -> None:
+    """A controller that measures the baseline three times and reports their mean (its rates from the mean latency,
+    or each metric averaged) reports its measurements; a latency no run or summary of runs gives does not."""
+    runs = [
+        Measurement("baseline", {"latency_s": t, "tokens_per_s": 32 / t, "ms_per_token": 1000 * t / 32}, "")
+        for t in (1.0, 1.2, 1.7)
+    ]
+    summaries = repeated_measurements(runs, "measure_generation")
+    mean = 3.9 / 3
+    assert any(
+        holds({"latency_s": mean, "tokens_per_s": 32 / mean, "ms_per_token": 1000 * mean / 32}, m, 1e-3) for m in summaries
+    )
+    mixed = {"latency_s": mean, "tokens_per_s": 32 / 1.2}  # the mean latency beside one run's rate
+    assert not any(holds(mixed, m, 1e-3) for m in summaries)
+    averaged = {key: sum(run.metrics[key] for run in runs) / 3 for key in ("latency_s", "tokens_per_s", "ms_per_token")}
+    assert any(holds(averaged, m, 1e-3) for m in summaries)
+    assert any(holds({"latency_s": 1.0, "tokens_per_s": 32.0}, m, 1e-3) for m in summaries)  # the best of them
+    assert not any(holds({"latency_s": 0.9, "tokens_per_s": 32 / 0.9}, m, 1e-3) for m in summaries)
+    assert repeated_measurements(runs[:1], "measure_generation") == []

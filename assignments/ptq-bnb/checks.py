@@ -35,6 +35,7 @@ from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timed import Timed, judge_timed_settings, timed_call
 from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width
+from grader.discover.notebook import called_names
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
@@ -300,6 +301,12 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
             continue
         timed = ended[-1]
         if latency:
+            if timed["use_cache"] is False or (isinstance(timed["num_beams"], int) and timed["num_beams"] > 1):
+                how = "without the KV cache (use_cache=False)" if timed["use_cache"] is False else "with beam search"
+                return (
+                    f"called with the prompt {call.prompt[:40]!r}, its generate ran {how}, which the grader's calls of "
+                    "it do not: every configuration is timed the same way (greedy, with the cache)"
+                )
             if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), ended):
                 return (
                     f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
@@ -311,6 +318,12 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
         if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
             return f"called with max_new_tokens={call.max_new_tokens}, its generate ran with a limit of {limit} new tokens"
+        if timed["cut_short"]:
+            made = max(timed["new_tokens"] or [0])
+            return (
+                f"called with the prompt {call.prompt[:40]!r}, its generate stopped after {made} of its {limit} new tokens "
+                "at an end the model did not choose (an end-of-text id the call added, a stopping criterion, max_time)"
+            )
         ids = list(context.models.tokenizer(hub_id)(call.prompt)["input_ids"])
         rows = timed["rows"] or []
         if not rows or not fits(list(rows[0]), ids):
@@ -906,11 +919,35 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
     return record
 
 
-def latency_readings_of(latencies: list[float], runs: int) -> list[float]:
-    """What a row's average latency may be from these timed runs of its first prompt: the mean or median of all of
-    them, or of any ``runs`` of them in a row (a warm-up before them, an output run after them left out)."""
+# What a notebook calls to take a median (statistics, NumPy, pandas, torch; a percentile or quantile at 50 %).
+MEDIAN_FUNCTIONS = frozenset(
+    {
+        "median",
+        "nanmedian",
+        "median_low",
+        "median_high",
+        "median_grouped",
+        "percentile",
+        "nanpercentile",
+        "quantile",
+        "nanquantile",
+    }
+)
+
+
+def takes_medians(notebook: Any) -> bool:
+    """Whether the notebook's code computes a median anywhere (a median of three runs is one of the runs, so a
+    notebook reporting its last run would read as a median one time in a few: a median counts where one is taken)."""
+    return bool(called_names(notebook) & MEDIAN_FUNCTIONS)
+
+
+def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
+    """What a row's average latency may be from these timed runs of its first prompt: the mean (and, where the
+    notebook takes ``medians``, the median) of all of them, or of any ``runs`` of them in a row (a warm-up before
+    them, an output run after them left out)."""
     windows = [latencies] + [latencies[start : start + runs] for start in range(max(0, len(latencies) - runs) + 1)]
-    return [reading for chosen in windows if chosen for reading in (statistics.fmean(chosen), statistics.median(chosen))]
+    averages = (statistics.fmean, statistics.median) if medians else (statistics.fmean,)
+    return [average(chosen) for chosen in windows if chosen for average in averages]
 
 
 @dataclass(frozen=True)
@@ -957,6 +994,7 @@ def row_runs(
     prompts: list[Any],
     runs: int,
     max_new_tokens: Any,
+    medians: bool = True,
 ) -> RowRuns:
     """A row held against the notebook's calls on the model of that serial: its outputs (the text each prompt's call
     returned) and its average latency (of the first prompt's timed runs), from calls run with the notebook's
@@ -983,22 +1021,25 @@ def row_runs(
     first = _first_latencies(same, prompts)
     if 0 < len(first) < runs:
         wrong_latency.append(f"timed the first prompt {len(first)} time{'s' if len(first) != 1 else ''}, not {runs}")
-    elif not any(_average_agrees(latency, reading) for reading in latency_readings_of(first, runs)):
+    elif not any(_average_agrees(latency, reading) for reading in latency_readings_of(first, runs, medians)):
         first_other = _first_latencies([call for call in calls if call not in same], prompts)
-        if first_other and any(_average_agrees(latency, reading) for reading in latency_readings_of(first_other, runs)):
+        if first_other and any(_average_agrees(latency, reading) for reading in latency_readings_of(first_other, runs, medians)):
             other_limits.update(str(call.max_new_tokens) for call in calls if call not in same)
         elif not first and not first_other:
             wrong_latency.append("no timed run of the first prompt was recorded on its model")
         else:
             runs_seen = first or first_other
-            readings = latency_readings_of(runs_seen, runs)
+            readings = latency_readings_of(runs_seen, runs, medians)
             in_ms = is_number(latency) and any(_average_agrees(float(latency) / 1000, reading) for reading in readings)
             summed = is_number(latency) and _average_agrees(latency, math.fsum(runs_seen[-runs:]))
+            one_run = is_number(latency) and any(_average_agrees(latency, value) for value in runs_seen)
             why = (
                 ": it is that average in milliseconds; report seconds"
                 if in_ms
                 else ": it is the sum of the runs, not their average; divide by the number of runs"
                 if summed
+                else ": it is one of the runs, not their mean (a median counts where your code takes one)"
+                if one_run
                 else ""
             )
             wrong_latency.append(
@@ -1022,6 +1063,7 @@ def rows_runs(
     prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
     limit = context.returned(harness.describe(params.max_new_tokens, timeout_s=context.timeout_s), f"`{params.max_new_tokens}`")
     prompts = prompts if isinstance(prompts, list) else []
+    medians = takes_medians(context.notebook)
     judged: list[tuple[str, RowRuns | None]] = []
     for position, (name, configuration) in enumerate(
         zip(frame.column(params.name_column), _row_configurations(context, params, frame), strict=True)
@@ -1037,7 +1079,7 @@ def rows_runs(
         row = frame.rows[position]
         texts = [row[frame.columns.index(column)] for column in outputs]
         latency = row[frame.columns.index(params.latency_column)]
-        candidates = [row_runs(record, serial, texts, latency, prompts, runs, limit) for serial in serials]
+        candidates = [row_runs(record, serial, texts, latency, prompts, runs, limit, medians) for serial in serials]
         judged.append((str(name), min(candidates, key=lambda found: found.count) if candidates else None))
     return judged
 

@@ -19,6 +19,7 @@ import math
 import re
 import secrets
 import shutil
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -1329,8 +1330,9 @@ def _quantized_runs(context: CheckContext, params: PpxParams, comparison: Compar
             found=f"{covered} tokens in {len(runs)} runs",
         )
     quantized, _ = _label_result(value, "quantized", params.function)
-    # The runs whose logits the kernel saw (a run of one token, as a warm-up, predicts nothing and has none): where they
-    # cover every text, the loss must be theirs; where they do not, coverage is the evidence.
+    # The runs whose logits the kernel saw (a run on the cache of the one before is scored on its first token too, so
+    # a text run in pieces is scored whole): where they cover every text, the loss must be theirs; where they do not,
+    # coverage is the evidence.
     seen = [event for event in runs if isinstance(event["nll_sums"], dict) and isinstance(event["nll_counts"], dict)]
     seen_tokens = sum(_count(count) for event in seen for count in (event["row_tokens"] or []))
     if seen_tokens < sum(lengths):
@@ -1861,6 +1863,40 @@ class Run:
         return [measurement for measurement in self.measurements if measurement.scenario == scenario]
 
 
+# How a row may sum up several runs of one scenario: their mean, their median, their best.
+REPEATS: tuple[tuple[str, Callable[[list[float]], float]], ...] = (
+    ("mean", statistics.fmean),
+    ("median", statistics.median),
+    ("best", min),
+)
+
+
+def repeated_measurements(measured: list[Measurement], function: str) -> list[Measurement]:
+    """What a row may report of runs in a row of one scenario (a controller that measures the baseline three times and
+    reports their mean): each metric's mean or median over them, or their mean, median or best latency with the rates
+    it gives (where every run made the same tokens)."""
+    found = []
+    for start in range(len(measured)):
+        for stop in range(start + 2, len(measured) + 1):
+            window = measured[start:stop]
+            latencies = [m.metrics.get("latency_s") for m in window]
+            if not all(is_number(latency) and latency for latency in latencies):
+                continue
+            shared = [key for key in ROW_METRICS if all(key in m.metrics for m in window)]
+            made = [m.metrics["tokens_per_s"] * m.metrics["latency_s"] for m in window] if "tokens_per_s" in shared else []
+            alike = bool(made) and all(math.isclose(tokens, made[0], rel_tol=1e-3) for tokens in made)
+            for how, pick in REPEATS:
+                source = f"the {how} of {len(window)} {function} runs on the {window[0].scenario} model"
+                if how != "best":
+                    each = {key: pick([m.metrics[key] for m in window]) for key in shared}
+                    found.append(Measurement(window[0].scenario, each, source))
+                if alike:
+                    latency = pick([float(value) for value in latencies if value])
+                    derived = {"latency_s": latency, "tokens_per_s": made[0] / latency, "ms_per_token": 1000 * latency / made[0]}
+                    found.append(Measurement(window[0].scenario, {k: v for k, v in derived.items() if k in shared}, source))
+    return found
+
+
 def run_record(outcome: CallOutcome, params: ControllerParams) -> Run:
     """Each scenario's measurements during the run: measure_generation on a PyTorch model (baseline) or on an ONNX
     Runtime model (quantized), the ablation's entry of each setting, measure_batched's row of each batch size."""
@@ -1870,6 +1906,8 @@ def run_record(outcome: CallOutcome, params: ControllerParams) -> Run:
         scenario = "quantized" if is_onnx_argument(model) else "baseline" if is_torch_argument(model) else ""
         if scenario and (metrics := _metrics(decode(event["value"]))):
             measurements.append(Measurement(scenario, metrics, f"{params.measure_function} on the {scenario} model"))
+    for scenario in ("baseline", "quantized"):
+        measurements += repeated_measurements([m for m in measurements if m.scenario == scenario], params.measure_function)
     for event in outcome.returned_events(params.ablation_function):
         value = decode(event["value"])
         for key, entry in value.items() if isinstance(value, dict) else ():
@@ -2051,6 +2089,15 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     events = outcome.generate_events()
     returned = [decode(event["value"]) for name in params.measure_functions for event in outcome.returned_events(name)]
     latencies = [latency for value in returned for latency in _reported(value, "latency_s")]
+    # A row may report the mean, median or best of runs in a row of one measuring function (repeated_measurements).
+    for name in params.measure_functions:
+        runs = [latency for event in outcome.returned_events(name) for latency in _reported(decode(event["value"]), "latency_s")]
+        latencies += [
+            pick(runs[start:stop])
+            for start in range(len(runs))
+            for stop in range(start + 2, len(runs) + 1)
+            for _, pick in REPEATS
+        ]
     perplexities = [
         ppx for event in outcome.returned_events(params.ppx_function) for ppx in _reported(decode(event["value"]), "ppx")
     ]
@@ -2085,6 +2132,37 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     return None
 
 
+def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
+    """None unless the table's baseline and quantized rows report generates run unalike: the seed compares scenarios
+    with everything but the model kept constant, so the generate a row's measurement timed (the last one before the
+    measuring call that returned it) must not have run without the KV cache where the other row's ran with it."""
+    _, _, call, outcome = _controller_call(context, params)
+    events = [event for event in outcome.generate_events() if not event["error"]]
+    returned = [
+        (float(event["time"]), latency)
+        for event in outcome.returned_events(params.measure_function)
+        for latency in _reported(decode(event["value"]), "latency_s")
+    ]
+    caches: dict[str, set[bool]] = {}
+    for row in measured_rows(table):
+        latency: Any = row.get("latency_s")
+        for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
+            for time, measured in returned:
+                before = [event for event in events if float(event["end"]) <= time]
+                if is_number(latency) and agrees(latency, measured, params.match_tolerance) and before:
+                    caches.setdefault(scenario, set()).add(before[-1]["use_cache"] is not False)
+    if len(caches) == 2 and not caches["baseline"] & caches["quantized"]:
+        without = "baseline" if caches["baseline"] == {False} else "quantized"
+        return Verdict.failed(
+            f"In the table {call} returned, the {without} row reports a generate run without the KV cache "
+            f"(use_cache=False) and the {'quantized' if without == 'baseline' else 'baseline'} row one run with it: "
+            "compare the scenarios with the same settings, only the model changing.",
+            expected="the baseline and the quantized model measured with the same use_cache",
+            found=f"the {without} measured with use_cache=False",
+        )
+    return None
+
+
 def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None:
     """None if the run measured what it was asked to: the baseline and a quantized (ONNX Runtime) model, the ablation,
     batching with the batch sizes it was given and the edge prompts, each with the max_new_tokens it was given."""
@@ -2113,6 +2191,27 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         )
     elif not generations:
         problems.append(f"no generate call of the run had max_new_tokens={max_new_tokens}")
+    ablations = outcome.returned_events(params.ablation_function)
+    if ablations:  # what ran after the ablation returned is not the ablation's: its right padding is not asked for
+        after = float(ablations[-1]["time"])
+        right = [
+            event for event in outcome.generate_events() if float(event["start"]) > after and event["padding_side"] == "right"
+        ]
+        if right:
+            problems.append(
+                f"after {params.ablation_function} returned, {len(right)} generate call(s) of the run ran right-padded "
+                "batches (a decoder generates after its padding): restore the tokenizer's padding side once the ablation "
+                "is done, as the starter asks"
+            )
+    stopped = [event for event in generations if event["cut_short"]]
+    if stopped:
+        made = max(stopped[0]["new_tokens"] or [0])
+        problems.append(
+            f"{len(stopped)} of its generate calls with max_new_tokens={max_new_tokens} stopped short of it (the first, on "
+            f"{'the ONNX model' if 'onnxruntime' in str(stopped[0]['model_type']) else 'the PyTorch model'}, after {made} "
+            "new tokens) at an end the model did not choose: an end-of-text id the call added, a stopping criterion or "
+            "max_time"
+        )
     if not outcome.returned_events(params.ppx_function):
         problems.append(
             f"{params.ppx_function} never returned during the run: the baseline's and the quantized model's rows need "
@@ -2264,7 +2363,7 @@ def controller_table(context: CheckContext, params: ControllerParams) -> Verdict
             expected="each row its scenario's measurement, in its units",
             found="; ".join(judgement.builder[:3]),
         )
-    unmeasured = judge_table_sources(context, params, table)
+    unmeasured = judge_table_sources(context, params, table) or judge_alike(context, params, table)
     if unmeasured is not None:
         return unmeasured
     return Verdict.passed(

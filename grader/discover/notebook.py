@@ -102,6 +102,26 @@ def defined_names(notebook: Any) -> set[str]:
     return names
 
 
+def called_names(notebook: Any) -> set[str]:
+    """The names the notebook's code calls: ``f`` of ``f(...)`` and ``m`` of ``x.m(...)`` (comments and strings
+    are not calls). Cells with syntax errors are skipped."""
+    names: set[str] = set()
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(python_source(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Name):
+                    names.add(node.func.id)
+                elif isinstance(node.func, ast.Attribute):
+                    names.add(node.func.attr)
+    return names
+
+
 def _target_names(target: ast.expr) -> Iterable[str]:
     if isinstance(target, ast.Name):
         yield target.id

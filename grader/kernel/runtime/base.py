@@ -29,5 +29,6 @@ MAX_EVENTS = 5_000  # instrumentation events kept per scope
 MAX_IDS = 2_048  # token IDs kept per generate call
 MAX_ROWS = 64  # rows of a generate call's batch whose ids are kept (each up to MAX_IDS)
 MAX_ROW_IDS = 4 * MAX_IDS  # ids kept over all the rows of one generate call
+MAX_CHOICES = 8_192  # greedy choices kept per generate call (one per forward pass; see instrument.note_choice)
 MAX_CAPTURE = 20_000  # characters of stdout/stderr kept per call
 MAX_ARGUMENT = 4_096  # characters of a string argument of a watched function kept (longer ones: only their length)

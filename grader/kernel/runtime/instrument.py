@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         TokenizerEvent,
     )
     from grader.kernel.runtime.base import (
+        MAX_CHOICES,
         MAX_EVENTS,
         MAX_IDS,
         MAX_ROW_IDS,
@@ -100,6 +101,7 @@ class Recorder:
             state.tokenizer_depth = 0
             state.forward_stack = []  # the models whose forward is running, innermost last
             state.current_generate = None
+            state.choices = None  # the greedy choice of each forward pass of the current generate (see note_choice)
         return state
 
     @property
@@ -135,6 +137,17 @@ class Recorder:
     @current_generate.setter
     def current_generate(self, event: GenerateEvent | None) -> None:
         self._state().current_generate = event
+
+    @property
+    def choices(self) -> list[Any] | None:
+        """The tokens the model itself picked (its logits' greedy choice) at each forward pass of the current
+        generate, one tensor of rows per pass (None outside one)."""
+        choices: list[Any] | None = self._state().choices
+        return choices
+
+    @choices.setter
+    def choices(self, choices: list[Any] | None) -> None:
+        self._state().choices = choices
 
     def remember(self, model: Any) -> None:
         """Describe a model the first time it runs in the current scope (a call, or the notebook's cells), as a
@@ -439,13 +452,15 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         event = new_generate_event(self, args, settings, inputs)
         RECORDER.remember(self)
         RECORDER.generate_depth += 1
-        outer = RECORDER.current_generate
-        RECORDER.current_generate = event
+        outer, outer_choices = RECORDER.current_generate, RECORDER.choices
+        RECORDER.current_generate, RECORDER.choices = event, []
         event["start"] = RECORDER.now()
         try:
             output = original(self, *args, **kwargs)
             # Filled in before the event is recorded: a record is complete when it leaves the instrumentation.
-            record_output(event, output, inputs, self, settings)
+            # A sampled token is not the greedy choice: only a greedy search's end is held to the model's own choice.
+            sampled = _effective_setting(self, settings, "do_sample") is True
+            record_output(event, output, inputs, self, settings, None if sampled else RECORDER.choices)
             # Paced once per prompt, model and device, and only once a generate really produced
             # tokens: a "warm-up" that raised, generated nothing, or ran another model or device
             # leaves the pacing to the timed call, where a timer shows it.
@@ -465,7 +480,7 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
             event["end"] = RECORDER.now()
             event["duration_s"] = event["end"] - event["start"]
             RECORDER.generate_depth -= 1
-            RECORDER.current_generate = outer
+            RECORDER.current_generate, RECORDER.choices = outer, outer_choices
             RECORDER.record(event)
         return output
 
@@ -473,8 +488,11 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     return generate
 
 
-def record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kwargs: dict[str, Any]) -> None:
-    """What a generate call returned: its sequences' shape, the first row, each row's new tokens."""
+def record_output(
+    event: GenerateEvent, output: Any, inputs: Any, model: Any, kwargs: dict[str, Any], choices: list[Any] | None = None
+) -> None:
+    """What a generate call returned: its sequences' shape, the first row, each row's new tokens, and whether it
+    stopped short of its limit other than at an end-of-text the model itself chose (``choices``: see note_choice)."""
     with contextlib.suppress(Exception):  # an output the grader cannot read is recorded as none
         sequences = _sequences(output)
         if sequences is not None and inputs is not None and sequences.dim() == 2:
@@ -487,8 +505,46 @@ def record_output(event: GenerateEvent, output: Any, inputs: Any, model: Any, kw
             event["cut_short"] = (
                 isinstance(limit, int)
                 and generated < limit
-                and any(not any(token in eos_ids for token in row) for row in sequences[:, inputs.shape[-1] :].tolist())
+                and _stopped_early(sequences[:, inputs.shape[-1] :], eos_ids, _eos_ids(model, {}) or eos_ids, choices)
             )
+
+
+def _stopped_early(new: Any, eos_ids: list[int], own_eos: list[int], choices: list[Any] | None) -> bool:
+    """Whether some row of a generate that ended before its limit (``new``: its new tokens) was stopped rather than
+    ended: it reached no end-of-text (max_time, a stopping criterion); or it stopped at an end-of-text the call added
+    (a full stop passed as ``eos_token_id``); or at the model's end-of-text where the model's own greedy choice at that
+    step was another token (a logits processor or a length penalty forcing the end). The last is read only where each
+    step ran one forward pass of these rows (a greedy search, not beams, sampling or an assistant model)."""
+    import torch
+
+    rows = new.tolist()
+    picked = None
+    if choices and len(choices) == new.shape[1] and all(choice.shape == choices[0].shape for choice in choices):
+        stacked = torch.stack([choice.to("cpu") for choice in choices])
+        picked = stacked.T.tolist() if stacked.shape[1] == new.shape[0] else None
+    for index, row in enumerate(rows):
+        stop = next((position for position, token in enumerate(row) if token in eos_ids or token in own_eos), None)
+        if stop is None or row[stop] not in own_eos:
+            return True
+        if picked is not None and picked[index][stop] != row[stop]:
+            return True
+    return False
+
+
+def note_choice(output: Any) -> None:
+    """Keep the token a generate's forward pass would pick by itself (the greedy choice of its last position's
+    logits, before any logits processor) for record_output; left on the device, read once the generate returned."""
+    import torch
+
+    choices = RECORDER.choices
+    if choices is None or len(choices) >= MAX_CHOICES:
+        return
+    with contextlib.suppress(Exception):  # what cannot be read is not kept: the student's generate goes on
+        logits = getattr(output, "logits", None)
+        if logits is None and isinstance(output, (tuple, list)) and output:
+            logits = output[0]
+        if isinstance(logits, torch.Tensor) and logits.dim() == 3:
+            choices.append(logits[:, -1, :].argmax(-1))
 
 
 def _autocast(device: str) -> str | None:
@@ -700,6 +756,8 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             output = original(self, *args, **kwargs)
             if event is not None:
                 event["output_requires_grad"] = output_requires_grad(output)
+            elif not stack[:-1]:
+                note_choice(output)
         except BaseException as error:
             if event is not None:
                 event["error"] = f"{type(error).__name__}: {error}"[:300]

@@ -639,7 +639,7 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
             event["end"] = RECORDER.now()
             if isinstance(feed, dict):
                 with contextlib.suppress(Exception):  # what a run's inputs and outputs say is evidence, not a requirement
-                    event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None))
+                    event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None, serial))
         finally:
             if not event["end"]:
                 event["end"] = RECORDER.now()
@@ -649,17 +649,33 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
     return run
 
 
-def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: bool) -> RunTokens:
-    """A session run's batch (rows and tokens each covers) and, for the grader's sessions, the loss its logits give."""
+# Per grader session, the log-probabilities its last run's last position gave each row (for the next token): a run on
+# that session's cache (its mask wider than its ids) is scored on its first token with them, so a text evaluated in
+# pieces (a first token, then the rest on the cache; or token by token) is scored on every token, as in one run.
+LAST_SCORES: dict[int, Any] = {}
+
+
+def _log_softmax(scores: Any) -> Any:
+    import numpy
+
+    scores = scores.astype(numpy.float64)
+    peak = scores.max(axis=-1, keepdims=True)
+    return scores - (peak + numpy.log(numpy.exp(scores - peak).sum(axis=-1, keepdims=True)))
+
+
+def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: bool, serial: int = -1) -> RunTokens:
+    """A session run's batch (rows and tokens each covers) and, for the grader's sessions, the loss its logits give
+    (its own tokens, and its first token from the session's previous run where it runs on that run's cache)."""
     import numpy
 
     ids = numpy.asarray(feed.get("input_ids"))
     if ids.ndim != 2:
         return {"input_shape": None, "row_tokens": None, "nll_sums": None, "nll_counts": None}
     mask = feed.get("attention_mask")
-    mask = numpy.asarray(mask) if mask is not None else numpy.ones_like(ids)
-    if mask.shape != ids.shape:  # with a cache, the mask also covers past tokens
-        mask = numpy.ones_like(ids)
+    whole = numpy.asarray(mask) if mask is not None else numpy.ones_like(ids)
+    past = whole.shape[1] - ids.shape[1] if whole.ndim == 2 and whole.shape[0] == ids.shape[0] else -1
+    # With a cache, the mask also covers the past tokens: this run's own part is its last columns.
+    mask = whole[:, past:] if past >= 0 else numpy.ones_like(ids)
     facts: RunTokens = {
         "input_shape": list(ids.shape),
         "row_tokens": [int(v) for v in mask.sum(axis=1).tolist()[:MAX_IDS]],
@@ -667,24 +683,31 @@ def _run_tokens(session: Any, feed: dict[str, Any], outputs: Any, with_loss: boo
         "nll_counts": None,
     }
     names = [output.name for output in session.get_outputs()]
-    if not with_loss or "logits" not in names or ids.shape[1] < 2:
+    earlier = LAST_SCORES.pop(serial, None)
+    if not with_loss or "logits" not in names:
         return facts
     logits = numpy.asarray(outputs[names.index("logits")])
+    chained = past > 0 and earlier is not None and earlier.shape[0] == ids.shape[0]
     sums = {"pairs": 0.0, "targets": 0.0, "all": 0.0}
     counts = {"pairs": 0, "targets": 0, "all": 0}
-    for row in range(ids.shape[0]):  # row by row: bounded memory on a large vocabulary
-        scores = logits[row, :-1].astype(numpy.float64)
-        peak = scores.max(axis=-1, keepdims=True)
-        log_norm = peak[:, 0] + numpy.log(numpy.exp(scores - peak).sum(axis=-1))
-        nll = log_norm - scores[numpy.arange(scores.shape[0]), ids[row, 1:]]
+    # A run of one token on no cache predicts none of its tokens (a warm-up, or a text's first piece): zero of each.
+    for row in range(ids.shape[0] if ids.shape[1] > 1 or chained else 0):  # row by row: bounded memory
+        scores = _log_softmax(logits[row, :-1])
+        nll = -scores[numpy.arange(scores.shape[0]), ids[row, 1:]]
+        before = mask[row, :-1]
+        if chained:  # the first token, predicted by the previous run's last position
+            nll = numpy.concatenate([[-earlier[row, ids[row, 0]]], nll])
+            before = numpy.concatenate([[whole[row, past - 1]], before])
+        targets = mask[row, 1:] if not chained else mask[row]
         selections = {
-            "pairs": (mask[row, 1:] == 1) & (mask[row, :-1] == 1),
-            "targets": mask[row, 1:] == 1,
-            "all": numpy.ones_like(mask[row, 1:], dtype=bool),
+            "pairs": (targets == 1) & (before == 1),
+            "targets": targets == 1,
+            "all": numpy.ones_like(targets, dtype=bool),
         }
         for name, selected in selections.items():
             sums[name] += float(nll[selected].sum())
             counts[name] += int(selected.sum())
+    LAST_SCORES[serial] = _log_softmax(logits[:, -1])
     facts["nll_sums"] = sums
     facts["nll_counts"] = counts
     return facts
