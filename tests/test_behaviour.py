@@ -183,6 +183,14 @@ def test_a_batch_padded_far_past_its_texts_or_a_generate_in_the_evaluation_fails
     assert judge_passes(padded, EVALUATION, 2, ("batches",)).problems == ()
     fixed = behaviour([forward(1, group, width=1024) for group in (TEXTS[0:2], TEXTS[2:4], TEXTS[4:5])], ARGUMENT)
     assert "padded to 1024 positions" in judge_passes(fixed, EVALUATION, 2, ("batches",)).problems[0]
+    # The corpus tokenized once, padded to its longest text (here 300 tokens), and sliced into batches: the same loss.
+    long_text = list(range(100, 400))
+    texts = [*TEXTS, long_text]
+    reference = behaviour([forward(1, texts[0:2]), forward(1, texts[2:4]), forward(1, texts[4:6])], ARGUMENT)
+    once = behaviour([forward(1, texts[start : start + 2], width=300) for start in (0, 2, 4)], ARGUMENT)
+    assert judge_passes(once, reference, 2, ("batches",)).problems == ()
+    past = behaviour([forward(1, texts[start : start + 2], width=1024) for start in (0, 2, 4)], ARGUMENT)
+    assert "padded to 1024 positions" in judge_passes(past, reference, 2, ("batches",)).problems[0]
     generating = behaviour(
         [generation(1, [PROMPT], 1, 0.0), *[forward(1, group) for group in (TEXTS[0:2], TEXTS[2:4], TEXTS[4:5])]], ARGUMENT
     )

@@ -457,12 +457,15 @@ def _batching(passes: Sequence[Pass], wanted: Sequence[Pass], batch_size: int | 
             f"it ran the {len(texts)} texts {how}, where batches of batch_size={batch_size} make {len(wanted)} forward "
             "passes: tokenize each batch of texts together with padding and run the model once per batch"
         )
-    # Padding to a multiple (of 8, of 64) is fine; padding every batch to the model's 1,024 positions is not.
+    # Padding to a multiple (of 8, of 64) is fine, and so is padding to the corpus's longest text (the corpus tokenized
+    # once, padded, and sliced into batches: the loss is the same); padding every batch to the model's 1,024 positions
+    # is not.
+    corpus = max((len(text) for text in texts), default=0)
     wide = [
         (widths[batches[number]], longest)
         for number in used
         for longest in [max((len(row) for row in batches[number]), default=0)]
-        if widths[batches[number]] > 2 * longest + 64
+        if widths[batches[number]] > max(2 * longest, corpus) + 64
     ]
     if wide:
         return (
