@@ -33,6 +33,7 @@ GENERATE: dict[str, Any] = {
     "max_new_tokens": None,
     "use_cache": None,
     "num_beams": 1,
+    "custom_processors": 0,
     "new_tokens_limit": None,
     "instrumentation_replaced": [],
     "decoding_loops": 1,  # the instrumented generate counts the decoding loop that ran inside it

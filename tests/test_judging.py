@@ -152,7 +152,7 @@ def measure_returned(*arguments: tuple[str, Any], latency: float = 0.5, tokens: 
 
     described = [[name, value if isinstance(value, dict) else describe(value)] for name, value in arguments]
     value = describe({"latency_s": latency, "new_tokens": tokens, "tokens_per_s": tokens / latency, "ms_per_token": 1.0})
-    return event("returned", function="measure_generation", time=0.0, arguments=described, value=value)
+    return event("returned", function="measure_generation", start=0.0, time=0.0, arguments=described, value=value)
 
 
 def tokenizer_at(side: str) -> dict[str, Any]:
@@ -505,6 +505,12 @@ def test_a_precision_sweep_s_rates_may_come_from_the_mean_latency_of_its_trials(
     derived = {"latency_s": mean, "new_tokens": 8, "tokens_per_s": 8 / mean, "ms_per_token": 1000 * mean / 8}
     assert _same_metrics(derived, runs)
     assert not _same_metrics({**derived, "tokens_per_s": 2 * 8 / mean}, runs)  # a rate of nothing measured
+    trials = [
+        {"latency_s": latency, "new_tokens": 8, "tokens_per_s": 8 / latency, "ms_per_token": 1000 * latency / 8}
+        for latency in (0.2113, 0.2571, 0.3342)
+    ]
+    assert _same_metrics(trials[0], trials)  # the best (fastest) run
+    assert not _same_metrics(trials[2], trials)  # the worst run is no summary of them
 
 
 def test_a_caption_row_of_the_results_table_is_no_scenario() -> None:
@@ -527,7 +533,9 @@ def test_a_median_counts_only_where_the_notebook_takes_one() -> None:
     runs = [1.4, 1.1, 1.2]  # the last run is the median
     assert 1.2 in latency_readings_of(runs, 3)
     assert 1.2 not in latency_readings_of(runs, 3, medians=False)
-    assert latency_readings_of(runs, 3, medians=False) == pytest.approx([sum(runs) / 3] * 2)
+    assert latency_readings_of(runs, 3, medians=False) == pytest.approx([sum(runs) / 3])
+    six = [2.0, 2.1, 2.2, 1.0, 1.1, 1.2]  # the slowest three of six are no average of them
+    assert not any(abs(reading - 2.1) < 1e-9 for reading in latency_readings_of(six, 3, medians=False))
 
     def notebook(*sources: str) -> Any:
         return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
@@ -589,3 +597,14 @@ def test_a_row_may_report_the_mean_median_or_best_of_repeated_runs() -> None:
     assert any(holds({"latency_s": 1.0, "tokens_per_s": 32.0}, m, 1e-3) for m in summaries)  # the best of them
     assert not any(holds({"latency_s": 0.9, "tokens_per_s": 32 / 0.9}, m, 1e-3) for m in summaries)
     assert repeated_measurements(runs[:1], "measure_generation") == []
+
+
+def test_a_rate_fudged_by_two_percent_fails_and_one_from_the_unrounded_latency_passes() -> None:
+    """tokens_per_s is the new tokens over the latency: a rate 1.9 % high is not; one computed before the latency was
+    rounded for the report (0.0456 s reported as 0.046) is."""
+    latency = 0.49873
+    assert judge_rates(0.02, latency, 32, 32 / latency) is None
+    assert judge_rates(0.02, latency, 32, 32 / latency * 1.019) is not None
+    assert judge_rates(0.02, 0.046, 32, 32 / 0.0456) is None
+    assert judge_rates(0.02, latency, 32, 32 / latency, 1000 * latency / 32) is None
+    assert judge_rates(0.02, latency, 32, 32 / latency, 1000 * latency / 32 * 0.98) is not None

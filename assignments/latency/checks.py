@@ -274,7 +274,7 @@ class MeasureParams(LatencyTolerance, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompt's ids, the limit of new tokens, use_cache, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
 
 
 @dataclass(frozen=True)
@@ -474,7 +474,7 @@ class SweepParams(LatencyTolerance, TargetParams):
 
 
 # What each timed generate of a sweep is compared on with the reference's.
-SWEEP_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
+SWEEP_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
 
 
 @dataclass(frozen=True)
@@ -916,7 +916,7 @@ class PrecisionSweepParams(TargetParams):
 
 
 # What each timed generate of a precision sweep is compared on with the reference's (the dtype is judged apart, on CUDA).
-PRECISION_ASPECTS = ("model", "rows", "limit", "device", "inputs")
+PRECISION_ASPECTS = ("model", "rows", "limit", "beams", "device", "inputs")
 
 
 @dataclass(frozen=True)
@@ -1029,17 +1029,34 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
     results = [metrics for metrics in sweep.value.values() if isinstance(metrics, dict)]
     returned = _returned_by_measure(sweep.outcome, params.measure_function)
     if returned:
-        options = [[index for index, metrics in enumerate(returned) if _same_metrics(result, [metrics])] for result in results]
-        if max_matching(options) == len(results):
-            return ""
-        # Several runs per precision, summarised: each result is one summary of runs that no other result draws on.
         groups = _measurement_groups(sweep.outcome, params.measure_function)
-        options = [[index for index, group in enumerate(groups) if _same_metrics(result, group)] for result in results]
-        if max_matching(options) == len(results):
-            return ""
+        if len(groups) >= len(results):
+            # A model of its own per precision: each result summarises its model's runs, or their last ones (runs
+            # before them warm-ups): their mean, median or best, or the last run alone (not the slowest of several).
+            options = [
+                [
+                    index
+                    for index, group in enumerate(groups)
+                    if any(_same_metrics(result, group[start:]) for start in range(len(group)))
+                ]
+                for result in results
+            ]
+            if max_matching(options) == len(results):
+                return ""
+        else:
+            # Precisions measured on one model (autocast): one run each, or one summary of runs of that model.
+            options = [
+                [index for index, metrics in enumerate(returned) if _same_metrics(result, [metrics])] for result in results
+            ]
+            if max_matching(options) == len(results):
+                return ""
+            options = [[index for index, group in enumerate(groups) if _same_metrics(result, group)] for result in results]
+            if max_matching(options) == len(results):
+                return ""
         return (
             f"the {len(results)} results are not {len(results)} different measurements: {params.measure_function} returned "
-            f"{len(returned)} result(s) during the sweep, and each precision's entry must be of its own run(s)"
+            f"{len(returned)} result(s) during the sweep, and each precision's entry must be of its own run(s): one run, "
+            "or the mean, median or best (fastest) of several, or the last of them after warm-ups, never the slowest"
         )
     tolerance = LatencyTolerance()
     # Generates with the sweep's max_new_tokens (a warm-up's fewer tokens are not a measurement).
@@ -1085,7 +1102,9 @@ def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
         values = [float(run[name]) for run in runs if is_number(run.get(name))]
         if not values or not is_number(result.get(name)):
             return False
-        readings = [statistics.fmean(values), statistics.median(values), min(values), max(values)]
+        # The best run is the fastest: the least latency and time per token, the most tokens per second (not the worst).
+        best = max(values) if name == "tokens_per_s" else min(values)
+        readings = [statistics.fmean(values), statistics.median(values), best]
         latency: Any = result.get("latency_s")
         tokens: Any = result.get("new_tokens")
         derived = name in ("tokens_per_s", "ms_per_token") and is_number(latency) and is_number(tokens)

@@ -301,11 +301,31 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
             continue
         timed = ended[-1]
         if latency:
-            if timed["use_cache"] is False or (isinstance(timed["num_beams"], int) and timed["num_beams"] > 1):
-                how = "without the KV cache (use_cache=False)" if timed["use_cache"] is False else "with beam search"
+            took = call.time - call.start
+            if is_number(call.latency) and float(call.latency) > took + 0.002:
+                return (
+                    f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
+                    f"but the whole call took {took:.4g} s: a timer inside the function cannot read longer than it ran"
+                )
+            # Any generate of the call: one timed without the cache and an untimed one with it for the text is the same.
+            unalike = [
+                event
+                for event in ended
+                if event["use_cache"] is False
+                or (isinstance(event["num_beams"], int) and event["num_beams"] > 1)
+                or event["custom_processors"]
+            ]
+            if unalike:
+                how = (
+                    "without the KV cache (use_cache=False)"
+                    if unalike[0]["use_cache"] is False
+                    else "with logits processors or stopping criteria of its own (work added to every step)"
+                    if unalike[0]["custom_processors"]
+                    else "with beam search"
+                )
                 return (
                     f"called with the prompt {call.prompt[:40]!r}, its generate ran {how}, which the grader's calls of "
-                    "it do not: every configuration is timed the same way (greedy, with the cache)"
+                    "it do not: every configuration is timed the same way (greedy, with the cache, nothing added)"
                 )
             if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), ended):
                 return (
@@ -842,7 +862,8 @@ def generated_texts(context: CheckContext, hub_id: str, events: list[GenerateEve
 @dataclass(frozen=True)
 class OwnCall:
     """A call of the notebook's timed generation function while its cells ran: the model it was given (by serial),
-    the prompt and max_new_tokens, the (text, latency) it returned, and when it returned (the runtime's clock)."""
+    the prompt and max_new_tokens, the (text, latency) it returned, and when it returned (the runtime's clock) and
+    was called."""
 
     serial: int | None
     prompt: Any
@@ -850,6 +871,7 @@ class OwnCall:
     text: Any
     latency: Any
     time: float = 0.0
+    start: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -909,6 +931,7 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
                     text,
                     latency,
                     float(event["time"]),
+                    float(event["start"]),
                 )
             )
         return NotebookRecord(calls, kinds, notebook.generate_events(), frozenset(hooked))
@@ -943,9 +966,12 @@ def takes_medians(notebook: Any) -> bool:
 
 def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
     """What a row's average latency may be from these timed runs of its first prompt: the mean (and, where the
-    notebook takes ``medians``, the median) of all of them, or of any ``runs`` of them in a row (a warm-up before
-    them, an output run after them left out)."""
-    windows = [latencies] + [latencies[start : start + runs] for start in range(max(0, len(latencies) - runs) + 1)]
+    notebook takes ``medians``, the median) of all of them, or of all but up to two warm-ups before them and an
+    output run after them (at least ``runs`` of them)."""
+    # All of them, less up to two warm-ups before and an output run after (not any window of a longer series: the
+    # slowest three of six for one model and the fastest for another are no average of their runs).
+    windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1)]
+    windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
     averages = (statistics.fmean, statistics.median) if medians else (statistics.fmean,)
     return [average(chosen) for chosen in windows if chosen for average in averages]
 

@@ -175,7 +175,7 @@ class MeasureParams(PromptsParams, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompts' ids, the limit of new tokens, use_cache, the padding side of the batch, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "device", "inputs")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
 
 
 @dataclass(frozen=True)
@@ -647,7 +647,7 @@ def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
 
 SETTINGS = tuple((use_cache, side) for use_cache in (True, False) for side in ("left", "right"))
 # What each setting's timed generate is compared on with the reference's.
-ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "padding", "device", "inputs")
+ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
 
 
 def setting_key(use_cache: bool, side: str) -> str:
@@ -814,7 +814,7 @@ def _setting_rates_problem(
 
 BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
 # What each batch's timed generate is compared on with the reference's (or the seed's grouping's).
-BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "device", "inputs")
+BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
 
 
 class BatchParams(PromptsParams, TargetParams):
@@ -917,6 +917,10 @@ def batched_calls(context: CheckContext, params: BatchParams) -> list[Batched]:
     plans = draw_inputs(context, params, "batching")
     first = [rng.randint(low, high) for low, high in params.batch_sizes]
     second = [rng.randint(low, high) for low, high in params.batch_sizes]
+    # The smallest batch (one prompt: what batching's gain is measured against) in the first call, another in the
+    # second: a function that measures one of them otherwise than the rest shows whichever it is.
+    low, high = params.batch_sizes[0]
+    first[0], second[0] = low, rng.randint(low + 1, high) if high > low else low
     if second == first:
         second = [first[0], *(size + 1 if size < params.batch_sizes[-1][1] else size - 1 for size in first[1:])]
     for index, ((hub_id, prompts, max_new_tokens), sizes) in enumerate(zip(plans, (first, second), strict=True)):
@@ -1437,7 +1441,12 @@ class EdgeParams(LatencyTolerance, TargetParams):
     tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
     long_tokens: int = Field(200, ge=10, description="A prompt of at least this many tokens is very long.")
-    repetitive_share: float = Field(0.25, gt=0, lt=1, description="Distinct tokens / tokens at most this is repetitive.")
+    repetitive_share: float = Field(
+        0.25,
+        gt=0,
+        lt=1,
+        description="Distinct tokens / tokens at most this is repetitive (as is a phrase said three times or more).",
+    )
 
 
 def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
@@ -1449,6 +1458,8 @@ def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
         kinds.add("very long")
     if len(ids) >= 8 and len(set(ids)) <= params.repetitive_share * len(ids):
         kinds.add("repetitive")
+    elif len(ids) >= 6 and re.fullmatch(r"\s*(\S.*?)(?:\s*\1){2,}\s*", text, re.DOTALL):
+        kinds.add("repetitive")  # a phrase said three times or more ("I am happy." x 4: a third of its tokens distinct)
     if len(ids) <= params.short_tokens:
         kinds.add("very short")
     return kinds
@@ -2056,6 +2067,14 @@ def _ppx_problems(rows: list[tuple[dict[Any, Any], list[str], dict[str, float]]]
     """What is wrong with the baseline's and the quantized model's ppx in the table, against what the run's perplexity
     function returned for each (nothing where it returned none)."""
     problems = []
+    # An ablation or batching row on the baseline model ("baseline: use_cache=False,padding=right", "baseline:
+    # batch_size=4") reads as the baseline's too: it need not repeat the perplexity where another of its rows gives it.
+    given = {
+        name
+        for row, scenarios, _ in rows
+        for name in scenarios[:1]
+        if is_number(row.get("ppx")) and not math.isnan(float(row["ppx"]))
+    }
     for row, scenarios, _ in rows:
         for scenario in [name for name in scenarios if name in ("baseline", "quantized")][:1]:
             own = run.perplexities.get(scenario, [])
@@ -2063,6 +2082,11 @@ def _ppx_problems(rows: list[tuple[dict[Any, Any], list[str], dict[str, float]]]
             if not own:
                 continue
             ppx: Any = row.get("ppx")
+            setting = read_scenario(row.get("scenario"))
+            missing = not is_number(ppx) or math.isnan(float(ppx))
+            another = (setting.use_cache is not None and setting.padding is not None) or setting.batch_size is not None
+            if missing and scenario in given and another:
+                continue
             if not is_number(ppx):
                 problems.append(
                     f"the row {row.get('scenario')!r} gives ppx {kind_of(ppx)}, but the run computed {number(own[-1])} for "
@@ -2132,35 +2156,74 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     return None
 
 
+def _timed_generate(events: list[GenerateEvent], start: float, end: float, latency: float) -> GenerateEvent | None:
+    """The generate a measuring call that ran from ``start`` to ``end`` timed to report ``latency``: the last of its
+    generates that a timer reading ``latency`` surrounds (not a short one run after the timer stopped); else its last."""
+    ran = [event for event in events if start <= float(event["start"]) and float(event["end"]) <= end]
+    timed = [event for event in ran if agrees_with_timed(LatencyTolerance(), latency, [event])]
+    chosen = timed or ran
+    return chosen[-1] if chosen else None
+
+
+def _settings(event: GenerateEvent) -> dict[str, Any]:
+    """What a generate ran with that a comparison of two models must keep constant."""
+    return {
+        "prompts": sorted(tuple(row) for row in event["rows"] or []),
+        "max_new_tokens": event["new_tokens_limit"] if event["new_tokens_limit"] is not None else event["max_new_tokens"],
+        "use_cache": event["use_cache"] is not False,
+        "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
+    }
+
+
+ALIKE_NAMES = {
+    "prompts": "other prompts",
+    "max_new_tokens": "another max_new_tokens",
+    "use_cache": "another use_cache",
+    "num_beams": "another number of beams",
+}
+
+
 def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
     """None unless the table's baseline and quantized rows report generates run unalike: the seed compares scenarios
-    with everything but the model kept constant, so the generate a row's measurement timed (the last one before the
-    measuring call that returned it) must not have run without the KV cache where the other row's ran with it."""
+    with everything but the model kept constant, so the generate the measurement of one row timed (see
+    _timed_generate) must run the prompts, max_new_tokens, use_cache and beams the other row's ran."""
     _, _, call, outcome = _controller_call(context, params)
     events = [event for event in outcome.generate_events() if not event["error"]]
-    returned = [
-        (float(event["time"]), latency)
-        for event in outcome.returned_events(params.measure_function)
-        for latency in _reported(decode(event["value"]), "latency_s")
-    ]
-    caches: dict[str, set[bool]] = {}
+    returned: list[tuple[float, float, float]] = []  # (start, end, latency) of each measuring call
+    previous = 0.0
+    for event in outcome.returned_events(params.measure_function):
+        for reported in _reported(decode(event["value"]), "latency_s"):
+            returned.append((previous, float(event["time"]), reported))
+        previous = float(event["time"])
+    settings: dict[str, list[dict[str, Any]]] = {}
     for row in measured_rows(table):
         latency: Any = row.get("latency_s")
         for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
-            for time, measured in returned:
-                before = [event for event in events if float(event["end"]) <= time]
-                if is_number(latency) and agrees(latency, measured, params.match_tolerance) and before:
-                    caches.setdefault(scenario, set()).add(before[-1]["use_cache"] is not False)
-    if len(caches) == 2 and not caches["baseline"] & caches["quantized"]:
-        without = "baseline" if caches["baseline"] == {False} else "quantized"
-        return Verdict.failed(
-            f"In the table {call} returned, the {without} row reports a generate run without the KV cache "
-            f"(use_cache=False) and the {'quantized' if without == 'baseline' else 'baseline'} row one run with it: "
-            "compare the scenarios with the same settings, only the model changing.",
-            expected="the baseline and the quantized model measured with the same use_cache",
-            found=f"the {without} measured with use_cache=False",
-        )
-    return None
+            for start, end, measured in returned:
+                if is_number(latency) and agrees(latency, measured, params.match_tolerance):
+                    timed = _timed_generate(events, start, end, measured)
+                    if timed is not None:
+                        settings.setdefault(scenario, []).append(_settings(timed))
+    if len(settings) < 2 or any(base == quantized for base in settings["baseline"] for quantized in settings["quantized"]):
+        return None
+    base, quantized = settings["baseline"][0], settings["quantized"][0]
+    differ = [name for name in ALIKE_NAMES if base[name] != quantized[name]]
+    shown = {
+        "use_cache": lambda value: f"use_cache={value}",
+        "num_beams": lambda value: f"{value} beam{'s' if value != 1 else ''}",
+        "max_new_tokens": lambda value: f"max_new_tokens={value}",
+        "prompts": lambda value: f"{len(value)} prompt{'s' if len(value) != 1 else ''}",
+    }
+    found = "; ".join(
+        f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ
+    )
+    return Verdict.failed(
+        f"In the table {call} returned, the baseline and the quantized rows time generates run with "
+        f"{', '.join(ALIKE_NAMES[name] for name in differ)} ({found}): compare the scenarios with the same prompts and "
+        "settings, only the model changing.",
+        expected="the baseline and the quantized model measured on the same prompts with the same settings",
+        found=found,
+    )
 
 
 def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None:
@@ -2212,6 +2275,18 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             "new tokens) at an end the model did not choose: an end-of-text id the call added, a stopping criterion or "
             "max_time"
         )
+    for event in outcome.returned_events(params.ppx_function):
+        pairs = [pair for pair in event["arguments"] if isinstance(pair, list) and len(pair) == 2]
+        models = next((description for name, description in pairs if name == "models"), pairs[0][1] if pairs else None)
+        entries = models.get("entries") if isinstance(models, dict) else []
+        for key, model in (entry for entry in entries or () if isinstance(entry, list) and len(entry) == 2):
+            read = read_scenario(key)
+            if (read.quantized and is_torch_argument(model)) or (read.baseline and is_onnx_argument(model)):
+                problems.append(
+                    f"it handed {params.ppx_function} the {'PyTorch' if read.quantized else 'ONNX Runtime'} model under "
+                    f"the label {key!r}: the quantized model's perplexity must come from the quantized model"
+                )
+                break
     if not outcome.returned_events(params.ppx_function):
         problems.append(
             f"{params.ppx_function} never returned during the run: the baseline's and the quantized model's rows need "

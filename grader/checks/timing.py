@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, StopCheck, TargetParams, Verdict, check_kind, number
+from grader.checks.numbers import half_unit
 from grader.kernel.evidence import generated_anything
 from grader.kernel.harness import CallOutcome, literal
 from grader.kernel.protocol import GenerateEvent, Recipe
@@ -154,12 +155,16 @@ def latency_readings(timed: Sequence[GenerateEvent]) -> list[float]:
 
     A call that holds a pacing pause (the first of its prompt: a warm-up, however it was spelled) counts only where
     every timed call holds one: a warm-up with the timed call's settings is not a timed run, and a timer around it and
-    the timed call must not read as one slow run."""
+    the timed call must not read as one slow run. The mean of three or more repeats counts them all, the paced first
+    one included (an average of runs holds the pause its first run took; a timer around a warm-up does not read as it)."""
     unpaced = [event for event in timed if not event["paced_s"] and event["pause"] is None]
     durations = [float(event["duration_s"]) for event in (unpaced or timed)]
     if not durations:
         return []
-    return [*durations, min(durations), statistics.median(durations), statistics.fmean(durations)]
+    readings = [*durations, min(durations), statistics.median(durations), statistics.fmean(durations)]
+    if unpaced and len(unpaced) < len(timed) and len(timed) >= 3:
+        readings.append(statistics.fmean(float(event["duration_s"]) for event in timed))
+    return readings
 
 
 def agrees_with_timed(tolerance: LatencyTolerance, latency: float, timed: Sequence[GenerateEvent]) -> bool:
@@ -252,6 +257,18 @@ def judge_new_tokens(reported: Any, timed: GenerateEvent, max_new_tokens: int) -
 ABSENT: Any = object()  # a metric the function does not report (its check then judges the others)
 
 
+def derived_agrees(reported: float, derive: Callable[[float], float], latency: float, tolerance: float) -> bool:
+    """Whether a rate is ``derive(latency)``: computed from the latency before it was rounded to the precision it is
+    reported with, and shown at its own precision; within 0.5 % (``tolerance`` where tighter) beyond that. A rate
+    fudged by a percent or two, which a looser tolerance let through, is not."""
+    strict = min(tolerance, 0.005)
+    rounding = half_unit(latency)
+    values = [derive(seconds) for seconds in (latency - rounding, latency, latency + rounding) if seconds > 0]
+    low, high = min(values), max(values)
+    margin = half_unit(reported)
+    return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
+
+
 def judge_rates(
     tolerance: float, latency: float, tokens: float, tokens_per_s: Any, ms_per_token: Any = ABSENT, max_new_tokens: int = 0
 ) -> Verdict | None:
@@ -260,7 +277,9 @@ def judge_rates(
     assumes every asked token was generated, when fewer were, is named."""
     expected_rate = tokens / latency
     shown = number(float(tokens_per_s)) if is_number(tokens_per_s) else kind_of(tokens_per_s)
-    if not is_number(tokens_per_s) or not math.isclose(float(tokens_per_s), expected_rate, rel_tol=tolerance):
+    if not is_number(tokens_per_s) or not derived_agrees(
+        float(tokens_per_s), lambda seconds: tokens / seconds, latency, tolerance
+    ):
         if (
             max_new_tokens
             and tokens != max_new_tokens
@@ -277,7 +296,10 @@ def judge_rates(
     if ms_per_token is ABSENT:
         return None
     expected_ms = 1000 * latency / max(tokens, 1)
-    if not is_number(ms_per_token) or not math.isclose(float(ms_per_token), expected_ms, rel_tol=tolerance):
+    per_token = max(tokens, 1)
+    if not is_number(ms_per_token) or not derived_agrees(
+        float(ms_per_token), lambda seconds: 1000 * seconds / per_token, latency, tolerance
+    ):
         seconds = is_number(ms_per_token) and math.isclose(float(ms_per_token), expected_ms / 1000, rel_tol=tolerance)
         shown = number(float(ms_per_token)) if is_number(ms_per_token) else kind_of(ms_per_token)
         return Verdict.failed(

@@ -197,6 +197,7 @@ class GenerateEvent(TypedDict):
     max_new_tokens: Setting
     use_cache: Setting
     num_beams: Setting  # beam search's beams as generate uses them (1: greedy or sampling)
+    custom_processors: int  # logits processors and stopping criteria the call passed itself (0: generate's own alone)
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
     decoding_loops: int  # the decoding loops of generate that ran inside it
@@ -315,7 +316,8 @@ class ReturnedEvent(TypedDict):
 
     type: Literal["returned"]
     function: str
-    time: float
+    start: float  # when it was called (its arguments read)
+    time: float  # when it returned
     arguments: list[list[Any]]  # [name, description] pairs
     value: Any  # a description (grader/kernel/values.py decodes it)
 

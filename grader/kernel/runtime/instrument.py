@@ -425,6 +425,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "max_new_tokens": _effective_setting(model, kwargs, "max_new_tokens"),
         "use_cache": _effective_setting(model, kwargs, "use_cache"),
         "num_beams": _effective_setting(model, kwargs, "num_beams"),
+        "custom_processors": _custom_processors(kwargs),
         "new_tokens_limit": _new_tokens_limit(model, kwargs, inputs),
         "instrumentation_replaced": _replaced_now()[:8],
         "decoding_loops": 0,
@@ -607,6 +608,15 @@ def _generated_tokens(output: Any, inputs: Any) -> bool:
         return False
     prompt_length = int(inputs.shape[-1]) if inputs is not None and hasattr(inputs, "shape") else 0
     return int(sequences.shape[-1]) > prompt_length
+
+
+def _custom_processors(kwargs: dict[str, Any]) -> int:
+    """How many logits processors and stopping criteria a generate call passed itself (a prefix function counts one)."""
+    count = 0
+    for name in ("logits_processor", "stopping_criteria"):
+        with contextlib.suppress(TypeError):
+            count += len(kwargs.get(name) or ())
+    return count + (kwargs.get("prefix_allowed_tokens_fn") is not None)
 
 
 def _effective_setting(model: Any, kwargs: dict[str, Any], name: str) -> Setting:

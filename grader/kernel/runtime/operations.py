@@ -341,6 +341,14 @@ def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+def _object_entry(value: Any) -> dict[str, Any]:
+    """An object as a watched argument names it: its type, and the serial of a model."""
+    entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
+    if _is_model(value):
+        entry["serial"] = model_serial(value)
+    return entry
+
+
 def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[list[Any]]:
     """What a watched function (of this ``signature``) was given, as [parameter name, description] in the signature's
     order (defaults applied), read as the call begins: plain values and lists of them described, any other object by
@@ -376,6 +384,8 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
                 entry["length"] = len(value)
             if _is_model(value):
                 entry["serial"] = model_serial(value)  # which model it was (the serial its generate calls name)
+            if isinstance(value, dict) and len(value) <= 16:  # models by label (compare_ppplx's): which model each is
+                entry["entries"] = [[str(key)[:MAX_ARGUMENT], _object_entry(item)] for key, item in value.items()]
             side = getattr(value, "padding_side", None)
             if isinstance(side, str):
                 entry["padding_side"] = side[:20]
@@ -395,10 +405,12 @@ def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..
         if (RECORDER.call is None) != (scope == "notebook"):
             return original(*args, **kwargs)
         arguments = _arguments(signature, args, kwargs)
+        start = RECORDER.now()
         value = original(*args, **kwargs)
         event: ReturnedEvent = {
             "type": "returned",
             "function": name,
+            "start": start,
             "time": RECORDER.now(),
             "arguments": arguments,
             "value": None,
@@ -441,10 +453,22 @@ def _watching_definitions(names: list[str]) -> Any:
 
     class WatchDefinitions(ast.NodeTransformer):
         def visit_Module(self, node: ast.Module) -> ast.Module:
+            # A def published under a watched name by an alias in the cell (generate_text_and_time = _helper) is
+            # watched as that name from its definition on: the cell's own calls of the helper included.
+            aliases = {
+                statement.value.id: target.id
+                for statement in node.body
+                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name)
+                for target in statement.targets
+                if isinstance(target, ast.Name) and target.id in names
+            }
             for statement in node.body:
-                if isinstance(statement, ast.FunctionDef) and statement.name in names:
+                if not isinstance(statement, ast.FunctionDef):
+                    continue
+                watched = statement.name if statement.name in names else aliases.get(statement.name)
+                if watched:
                     decorator = ast.parse(
-                        f"__import__('sys').modules[{module!r}].watch_definition({statement.name!r})", mode="eval"
+                        f"__import__('sys').modules[{module!r}].watch_definition({watched!r})", mode="eval"
                     ).body
                     ast.copy_location(decorator, statement)
                     statement.decorator_list.insert(0, decorator)  # outermost: the function as the notebook made it
@@ -473,6 +497,9 @@ def watch_notebook(names: list[str]) -> None:
                 continue
             watcher = _watched(name, current, "notebook")
             NOTEBOOK_WATCHED[name] = (current, watcher)
+            # Every name the notebook holds the function under (an alias it calls it by) gets the watcher.
+            for other in [key for key, value in namespace.items() if value is current and not key.startswith("_i")]:
+                namespace[other] = watcher
             namespace[name] = watcher
 
     shell.events.register("post_run_cell", after_cell)
