@@ -2256,11 +2256,11 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         problems.append(f"no generate call of the run had max_new_tokens={max_new_tokens}")
     ablations = outcome.returned_events(params.ablation_function)
     if ablations:  # what ran after the ablation returned is not the ablation's: its right padding is not asked for
-        after = float(ablations[-1]["time"])
-        right = [
-            event for event in outcome.generate_events() if float(event["start"]) > after and event["padding_side"] == "right"
-        ]
-        if right:
+        began, after = float(ablations[0]["start"]), float(ablations[-1]["time"])
+        sides = [(float(event["start"]), event["padding_side"]) for event in outcome.generate_events()]
+        right = [start for start, side in sides if start > after and side == "right"]
+        # Right-padded before the ablation too: the loader's padding (charged in its own check), not the ablation's.
+        if right and not any(start < began and side == "right" for start, side in sides):
             problems.append(
                 f"after {params.ablation_function} returned, {len(right)} generate call(s) of the run ran right-padded "
                 "batches (a decoder generates after its padding): restore the tokenizer's padding side once the ablation "
