@@ -413,7 +413,11 @@ def sweep_call(
     return context.once(
         memo,
         lambda: again_while_alike(
-            params.attempts, attempt, lambda graded: graded.outcome.ok and too_long(graded), lambda graded: graded
+            params.attempts,
+            attempt,
+            lambda graded: graded.outcome.ok and too_long(graded),
+            lambda graded: graded,
+            tokenizing=False,  # an encoding cached by the tokenizer's id (a fresh copy may reuse it) is not other work
         ),
     )
 

@@ -115,26 +115,32 @@ class Timed:
         return matched or self.outcome.generate_events()[-1:]
 
 
-def call_work(graded: GradedCall) -> list[tuple[object, ...]]:
-    """What a call did, as a multiset: each generate's model, rows and limit, and how many times it tokenized. A call
-    made again because its latency read too long is judged on its first run where the second did other work (a
-    warm-up done once per model, or a tokenization cached, inside the timer the first time)."""
+def call_work(graded: GradedCall, tokenizing: bool = True) -> list[tuple[object, ...]]:
+    """What a call did, as a multiset: each generate's model, rows and limit, and (``tokenizing``) how many times it
+    tokenized. A call made again because its latency read too long is judged on its first run where the second did
+    other work (a warm-up done once per model, or a tokenization cached, inside the timer the first time)."""
     generates = [(repr((call.model, call.rows, call.limit)),) for call in graded.behaviour.generations if call.error is None]
-    return [*sorted(generates), ("tokenize", len(graded.outcome.tokenize_events()))]
+    return [*sorted(generates), *([("tokenize", len(graded.outcome.tokenize_events()))] if tokenizing else [])]
 
 
 def again_while_alike(
-    attempts: int, attempt: Callable[[], R], too_long: Callable[[R], bool], graded: Callable[[R], GradedCall]
+    attempts: int,
+    attempt: Callable[[], R],
+    too_long: Callable[[R], bool],
+    graded: Callable[[R], GradedCall],
+    tokenizing: bool = True,
 ) -> R:
     """What ``attempt`` gives, made up to ``attempts`` times while ``too_long`` says a latency it reports reads too
     long (a preempted run does not repeat); but a run made again that did other work than the first (``call_work``: a
-    warm-up once per model, a tokenization cached, inside the timer the first time) leaves the first to be judged."""
+    warm-up once per model, a tokenization cached, inside the timer the first time) leaves the first to be judged.
+    Without ``tokenizing``, tokenizations are not counted (a sweep that caches each batch's encoding by its tokenizer's
+    id, outside its timers, may find it cached the second time)."""
     first = current = attempt()
     for _ in range(attempts - 1):
         if not too_long(current):
             break
         again = attempt()
-        if call_work(graded(again)) != call_work(graded(first)):
+        if call_work(graded(again), tokenizing) != call_work(graded(first), tokenizing):
             return first
         current = again
     return current
