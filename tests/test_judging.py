@@ -608,3 +608,17 @@ def test_a_rate_fudged_by_two_percent_fails_and_one_from_the_unrounded_latency_p
     assert judge_rates(0.02, 0.046, 32, 32 / 0.0456) is None
     assert judge_rates(0.02, latency, 32, 32 / latency, 1000 * latency / 32) is None
     assert judge_rates(0.02, latency, 32, 32 / latency, 1000 * latency / 32 * 0.98) is not None
+
+
+def test_the_generate_a_measurement_timed_is_its_longest_not_a_warm_up_or_a_trailing_one() -> None:
+    """Of a measuring call's generates, the one its latency timed has the most new tokens: a 4-token warm-up before it
+    or a 1-token generate after the timer stopped is not it, even where its duration agrees with the latency too."""
+    from course_assignments.quantization.checks import _timed_generate
+
+    def run(start: float, duration: float, limit: int, use_cache: bool = True) -> Any:
+        return generate_event(start=start, duration_s=duration, max_new_tokens=limit, new_tokens_limit=limit, use_cache=use_cache)
+
+    warm_up, timed, trailing = run(0.0, 0.020, 4), run(0.03, 0.030, 7, use_cache=False), run(0.07, 0.005, 1)
+    assert _timed_generate([warm_up, timed, trailing], 0.0, 0.1, 0.031) is timed
+    assert _timed_generate([warm_up, timed, trailing], 0.0, 0.1, 0.021) is timed  # agreeing with the warm-up alone
+    assert _timed_generate([warm_up, timed], 0.05, 0.1, 0.031) is None  # neither ran within the call

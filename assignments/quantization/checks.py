@@ -2161,11 +2161,14 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
 
 
 def _timed_generate(events: list[GenerateEvent], start: float, end: float, latency: float) -> GenerateEvent | None:
-    """The generate a measuring call that ran from ``start`` to ``end`` timed to report ``latency``: the last of its
-    generates that a timer reading ``latency`` surrounds (not a short one run after the timer stopped); else its last."""
+    """The generate a measuring call that ran from ``start`` to ``end`` timed to report ``latency``: of its generates
+    with the most new tokens (a warm-up's few, a one-token generate after the timer stopped, are not it), the last
+    that a timer reading ``latency`` surrounds; else the last of them."""
     ran = [event for event in events if start <= float(event["start"]) and float(event["end"]) <= end]
-    timed = [event for event in ran if agrees_with_timed(LatencyTolerance(), latency, [event])]
-    chosen = timed or ran
+    limits = [limit for event in ran if isinstance(limit := _settings(event)["max_new_tokens"], int)]
+    longest = [event for event in ran if not limits or _settings(event)["max_new_tokens"] == max(limits)]
+    timed = [event for event in longest if agrees_with_timed(LatencyTolerance(), latency, [event])]
+    chosen = timed or longest
     return chosen[-1] if chosen else None
 
 
@@ -2193,12 +2196,11 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
     _timed_generate) must run the prompts, max_new_tokens, use_cache and beams the other row's ran."""
     _, _, call, outcome = _controller_call(context, params)
     events = [event for event in outcome.generate_events() if not event["error"]]
-    returned: list[tuple[float, float, float]] = []  # (start, end, latency) of each measuring call
-    previous = 0.0
-    for event in outcome.returned_events(params.measure_function):
-        for reported in _reported(decode(event["value"]), "latency_s"):
-            returned.append((previous, float(event["time"]), reported))
-        previous = float(event["time"])
+    returned = [  # (start, end, latency) of each measuring call
+        (float(event["start"]), float(event["time"]), reported)
+        for event in outcome.returned_events(params.measure_function)
+        for reported in _reported(decode(event["value"]), "latency_s")
+    ]
     settings: dict[str, list[dict[str, Any]]] = {}
     for row in measured_rows(table):
         latency: Any = row.get("latency_s")
