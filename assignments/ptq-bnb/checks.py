@@ -968,8 +968,8 @@ def latency_readings_of(latencies: list[float], runs: int, medians: bool = True)
     """What a row's average latency may be from these timed runs of its first prompt: the mean (and, where the
     notebook takes ``medians``, the median) of all of them, or of all but up to two at their ends (warm-ups before
     them, output runs after them; at least ``runs`` of them)."""
-    # All of them, less up to two runs at its ends (warm-ups before, output runs after; not any window of a longer
-    # series: the slowest three of six for one model and the fastest for another are no average of their runs).
+    # Not any window of a longer series: the slowest three of six for one model and the fastest for another are no
+    # average of their runs.
     windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
     windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
     averages = (statistics.fmean, statistics.median) if medians else (statistics.fmean,)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field
 
@@ -1886,29 +1886,35 @@ REPEATS: tuple[tuple[str, Callable[[list[float]], float]], ...] = (
 )
 
 
+T = TypeVar("T")
+
+
+def in_a_row(items: list[T]) -> list[list[T]]:
+    """Every run of two or more consecutive items (what a mean, median or best of repeated runs may summarise)."""
+    return [items[start:stop] for start in range(len(items)) for stop in range(start + 2, len(items) + 1)]
+
+
 def repeated_measurements(measured: list[Measurement], function: str) -> list[Measurement]:
     """What a row may report of runs in a row of one scenario (a controller that measures the baseline three times and
     reports their mean): each metric's mean or median over them, or their mean, median or best latency with the rates
     it gives (where every run made the same tokens)."""
     found = []
-    for start in range(len(measured)):
-        for stop in range(start + 2, len(measured) + 1):
-            window = measured[start:stop]
-            latencies = [m.metrics.get("latency_s") for m in window]
-            if not all(is_number(latency) and latency for latency in latencies):
-                continue
-            shared = [key for key in ROW_METRICS if all(key in m.metrics for m in window)]
-            made = [m.metrics["tokens_per_s"] * m.metrics["latency_s"] for m in window] if "tokens_per_s" in shared else []
-            alike = bool(made) and all(math.isclose(tokens, made[0], rel_tol=1e-3) for tokens in made)
-            for how, pick in REPEATS:
-                source = f"the {how} of {len(window)} {function} runs on the {window[0].scenario} model"
-                if how != "best":
-                    each = {key: pick([m.metrics[key] for m in window]) for key in shared}
-                    found.append(Measurement(window[0].scenario, each, source))
-                if alike:
-                    latency = pick([float(value) for value in latencies if value])
-                    derived = {"latency_s": latency, "tokens_per_s": made[0] / latency, "ms_per_token": 1000 * latency / made[0]}
-                    found.append(Measurement(window[0].scenario, {k: v for k, v in derived.items() if k in shared}, source))
+    for window in in_a_row(measured):
+        latencies = [m.metrics.get("latency_s") for m in window]
+        if not all(is_number(latency) and latency for latency in latencies):
+            continue
+        shared = [key for key in ROW_METRICS if all(key in m.metrics for m in window)]
+        made = [m.metrics["tokens_per_s"] * m.metrics["latency_s"] for m in window] if "tokens_per_s" in shared else []
+        alike = bool(made) and all(math.isclose(tokens, made[0], rel_tol=1e-3) for tokens in made)
+        for how, pick in REPEATS:
+            source = f"the {how} of {len(window)} {function} runs on the {window[0].scenario} model"
+            if how != "best":
+                each = {key: pick([m.metrics[key] for m in window]) for key in shared}
+                found.append(Measurement(window[0].scenario, each, source))
+            if alike:
+                latency = pick([float(value) for value in latencies if value])
+                derived = {"latency_s": latency, "tokens_per_s": made[0] / latency, "ms_per_token": 1000 * latency / made[0]}
+                found.append(Measurement(window[0].scenario, {k: v for k, v in derived.items() if k in shared}, source))
     return found
 
 
@@ -2115,17 +2121,13 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     """
     _, _, call, outcome = _controller_call(context, params)
     events = outcome.generate_events()
-    returned = [decode(event["value"]) for name in params.measure_functions for event in outcome.returned_events(name)]
-    latencies = [latency for value in returned for latency in _reported(value, "latency_s")]
-    # A row may report the mean, median or best of runs in a row of one measuring function (repeated_measurements).
-    for name in params.measure_functions:
-        runs = [latency for event in outcome.returned_events(name) for latency in _reported(decode(event["value"]), "latency_s")]
-        latencies += [
-            pick(runs[start:stop])
-            for start in range(len(runs))
-            for stop in range(start + 2, len(runs) + 1)
-            for _, pick in REPEATS
-        ]
+    by_function = [
+        [latency for event in outcome.returned_events(name) for latency in _reported(decode(event["value"]), "latency_s")]
+        for name in params.measure_functions
+    ]
+    # Each latency a measuring function returned, or the mean, median or best of runs in a row of one of them.
+    latencies = [latency for runs in by_function for latency in runs]
+    latencies += [pick(window) for runs in by_function for window in in_a_row(runs) for _, pick in REPEATS]
     perplexities = [
         ppx for event in outcome.returned_events(params.ppx_function) for ppx in _reported(decode(event["value"]), "ppx")
     ]
@@ -2165,8 +2167,8 @@ def _timed_generate(events: list[GenerateEvent], start: float, end: float, laten
     with the most new tokens (a warm-up's few, a one-token generate after the timer stopped, are not it), the last
     that a timer reading ``latency`` surrounds; else the last of them."""
     ran = [event for event in events if start <= float(event["start"]) and float(event["end"]) <= end]
-    limits = [limit for event in ran if isinstance(limit := _settings(event)["max_new_tokens"], int)]
-    longest = [event for event in ran if not limits or _settings(event)["max_new_tokens"] == max(limits)]
+    most = max((limit for event in ran if isinstance(limit := tokens_limit(event), int)), default=None)
+    longest = [event for event in ran if most is None or tokens_limit(event) == most]
     timed = [event for event in longest if agrees_with_timed(LatencyTolerance(), latency, [event])]
     chosen = timed or longest
     return chosen[-1] if chosen else None
@@ -2176,7 +2178,7 @@ def _settings(event: GenerateEvent) -> dict[str, Any]:
     """What a generate ran with that a comparison of two models must keep constant."""
     return {
         "prompts": sorted(tuple(row) for row in event["rows"] or []),
-        "max_new_tokens": event["new_tokens_limit"] if event["new_tokens_limit"] is not None else event["max_new_tokens"],
+        "max_new_tokens": tokens_limit(event),
         "use_cache": event["use_cache"] is not False,
         "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
     }
@@ -2282,8 +2284,7 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             "max_time"
         )
     for event in outcome.returned_events(params.ppx_function):
-        pairs = [pair for pair in event["arguments"] if isinstance(pair, list) and len(pair) == 2]
-        models = next((description for name, description in pairs if name == "models"), pairs[0][1] if pairs else None)
+        models = argument(event, "models", 0)  # an object argument stays its description: its entries' models
         entries = models.get("entries") if isinstance(models, dict) else []
         for key, model in (entry for entry in entries or () if isinstance(entry, list) and len(entry) == 2):
             read = read_scenario(key)

@@ -79,19 +79,20 @@ def python_source(cell_source: str) -> str:
         return cell_source
 
 
-def defined_names(notebook: Any) -> set[str]:
-    """Top-level functions, classes and variables the notebook's code cells define.
-
-    Cells with syntax errors are skipped: the rest of the notebook still counts.
-    """
-    names: set[str] = set()
+def code_trees(notebook: Any) -> Iterable[ast.Module]:
+    """The syntax tree of each code cell; cells with syntax errors are skipped (the rest of the notebook still counts)."""
     for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(python_source(cell.source))
-        except SyntaxError:
-            continue
+        if cell.cell_type == "code":
+            try:
+                yield ast.parse(python_source(cell.source))
+            except SyntaxError:
+                continue
+
+
+def defined_names(notebook: Any) -> set[str]:
+    """Top-level functions, classes and variables the notebook's code cells define (see :func:`code_trees`)."""
+    names: set[str] = set()
+    for tree in code_trees(notebook):
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
@@ -104,15 +105,9 @@ def defined_names(notebook: Any) -> set[str]:
 
 def called_names(notebook: Any) -> set[str]:
     """The names the notebook's code calls: ``f`` of ``f(...)`` and ``m`` of ``x.m(...)`` (comments and strings
-    are not calls). Cells with syntax errors are skipped."""
+    are not calls; see :func:`code_trees`)."""
     names: set[str] = set()
-    for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(python_source(cell.source))
-        except SyntaxError:
-            continue
+    for tree in code_trees(notebook):
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 if isinstance(node.func, ast.Name):

@@ -379,11 +379,9 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
             if small(value) or (isinstance(value, (list, tuple)) and len(value) <= 64 and all(map(small, value))):
                 described.append([str(name), describe(value)])
                 continue
-            entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
+            entry = _object_entry(value)  # a model's serial: which model it was (the one its generate calls name)
             if isinstance(value, (str, list, tuple, dict)):
                 entry["length"] = len(value)
-            if _is_model(value):
-                entry["serial"] = model_serial(value)  # which model it was (the serial its generate calls name)
             if isinstance(value, dict) and len(value) <= 16:  # models by label (compare_ppplx's): which model each is
                 entry["entries"] = [[str(key)[:MAX_ARGUMENT], _object_entry(item)] for key, item in value.items()]
             side = getattr(value, "padding_side", None)
