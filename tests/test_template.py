@@ -312,3 +312,27 @@ def test_the_next_kernel_is_started_once_the_first_cell_has_run(grader: Grader) 
             assert calls == ["empty", "died"]
     finally:
         supply.close()
+
+
+NAMED_THREAD = """
+import ctypes, json, sys, threading
+from grader.kernel import template
+started, stop = threading.Event(), threading.Event()
+def run(name):
+    ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME: the name /proc/self/task/*/comm shows
+    started.set()
+    stop.wait()
+thread = threading.Thread(target=run, args=(sys.argv[1],))
+thread.start()
+started.wait()
+print(json.dumps(template._threads()))
+stop.set()
+"""
+
+
+@pytest.mark.parametrize(("name", "counted"), [("jemalloc_bg_thd", 1), ("OMP worker", 2)])
+def test_only_threads_that_cannot_survive_a_fork_keep_the_template_from_forking(name: str, counted: int) -> None:
+    """jemalloc's background purger (an H100 image's libraries start one at import) locks its allocator around a fork
+    itself; any other thread could hold a lock the child would never see released."""
+    shown = subprocess.run([sys.executable, "-c", NAMED_THREAD, name], capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(shown.stdout) == counted

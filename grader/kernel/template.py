@@ -52,8 +52,18 @@ WHY_SUFFIX = ".why"  # beside the socket: why a template ended before it served 
 WHY_KEPT_S = 10.0  # how long that file outlives the template
 
 
+# Threads that may run beside a fork: jemalloc's background purger (a jemalloc linked into torch's or pyarrow's
+# libraries, or preloaded by the machine's image, starts it at the first allocation; seen on an H100 image) takes
+# every allocator lock in its own pthread_atfork handlers, and the child starts its own again when it needs one.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
 def _threads() -> int:
-    """Threads of this process, as the operating system counts them."""
+    """Threads of this process that a fork cannot survive, the main one included, as the operating system counts
+    them (a thread in :data:`FORK_SAFE_THREADS` is not counted)."""
+    names = _thread_names()
+    if names:
+        return sum(name not in FORK_SAFE_THREADS for name in names) or 1
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:
@@ -281,7 +291,7 @@ def main() -> int:
     except Exception as error:
         return _refuse(socket_path, f"importing what kernels import failed: {type(error).__name__}: {error}")
     if _threads() != 1:
-        names = ", ".join(sorted(set(_thread_names())))
+        names = ", ".join(sorted(set(_thread_names()) - FORK_SAFE_THREADS))
         return _refuse(socket_path, f"it has {_threads()} threads after its imports ({names}): it cannot fork safely")
     # What was imported lives as long as every kernel: the collector of a kernel need not walk it
     # again at each full collection (about 0.1 s of CPU each, with torch and transformers loaded),
