@@ -622,3 +622,23 @@ def test_the_generate_a_measurement_timed_is_its_longest_not_a_warm_up_or_a_trai
     assert _timed_generate([warm_up, timed, trailing], 0.0, 0.1, 0.031) is timed
     assert _timed_generate([warm_up, timed, trailing], 0.0, 0.1, 0.021) is timed  # agreeing with the warm-up alone
     assert _timed_generate([warm_up, timed], 0.05, 0.1, 0.031) is None  # neither ran within the call
+
+
+@pytest.mark.parametrize(
+    ("latency", "passes"),
+    [
+        (None, False),  # nothing reported: a wait before the warm-up leaves the warm-up inside the timer
+        (0.1, False),  # the timer holds the timed call alone: the warm-up's work is still in flight when it starts
+        (1.1, True),  # the timer holds the warm-up too: one mistake (the latency check's), its waits are around it
+        ({"latency_s": 1.1, "new_tokens": 7}, True),
+        ({"latency_s": 0.1, "new_tokens": 7}, False),
+    ],
+)
+def test_cuda_synchronize_before_a_warm_up_the_timer_also_holds(latency: Any, passes: bool) -> None:
+    from grader.checks.timing import judge_synchronize, reported_latency
+    from grader.kernel.harness import CallOutcome
+
+    warm_up, timed = generate(0.0, 0.1, model_device="cuda:0"), generate(1.0, 1.1, model_device="cuda:0")
+    events = (synchronize(-0.1, -0.05), warm_up, timed, synchronize(1.15, 1.2))
+    verdict = judge_synchronize(CallOutcome("returned", events=events), "measure_generation", reported_latency(latency))
+    assert (verdict.outcome == "passed") is passes, verdict.message
