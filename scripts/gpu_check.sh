@@ -2,20 +2,20 @@
 # On a GPU machine (the device tool: carry .gpu, built here by scripts/gpu_site.sh): install what the image lacks, grade
 # the samples on CUDA (timed: the throughput figure), run the tests that read those verdicts (GRADER_TESTS_PREGRADED),
 # then as much of the rest of the suite as LIMIT seconds allow. Everything lands in $OUT.
-T0=$(date +%s); LIMIT=${LIMIT:-470}
+T0=$(date +%s); LIMIT=${LIMIT:-470}; RESERVE=${RESERVE:-110}  # seconds kept for the tests after grading
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 export PYTHONUNBUFFERED=1 GRADER_CACHE_DIR=/opt/zoo
 mkdir -p /opt/gsite && tar xJf .gpu/site.txz -C /opt/gsite --strip-components=1 || exit 3
 export PYTHONPATH=/opt/gsite:$PWD
 {
-nvidia-smi -L; nproc; free -g | head -2
+nvidia-smi -L; nproc; free -g | head -2; echo "checkout: $PWD"
 python3 -c "import sys,torch,transformers,bitsandbytes as b; print(sys.version.split()[0], torch.__version__, transformers.__version__, b.__version__, torch.cuda.get_device_name(0))"
 python3 -c "from grader.zoo import ModelZoo; ModelZoo().ensure_built()" 2>&1 | tail -2
 echo "setup done at $(( $(date +%s)-T0 ))s"
 } 2>&1 | tee $OUT/setup.log
 N=$(find submissions -name '*.ipynb' | wc -l)
 S=$(date +%s)
-timeout $(( $(left) - 110 )) python3 -m grader submissions/ --seed 20261123 -o /opt/graded -j 15 > $OUT/grade.log 2>&1
+timeout $(( $(left) - RESERVE )) python3 -m grader submissions/ --seed 20261123 -o /opt/graded -j 15 > $OUT/grade.log 2>&1
 RC=$?; E=$(( $(date +%s)-S ))
 echo "grade rc=$RC: $N notebooks in ${E}s" | tee -a $OUT/setup.log
 tail -c 6000 $OUT/grade.log

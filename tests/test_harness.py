@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook
-from grader.kernel.harness import Harness, handle, literal, model, notebook_value, tokenizer
+from grader.kernel.harness import Harness, handle, literal, model, model_spec, notebook_value, tokenizer
 from grader.kernel.session import KernelSession
 from grader.kernel.values import DType, Frame, Model, Tensor, Tokenizer
 from grader.zoo import ModelZoo
 from tests.conftest import installed_kernel, kernel_env
+from tests.contract import on_cuda
 
 NOTEBOOK = [
     "import time, torch, pandas as pd\nfrom transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -25,15 +26,15 @@ NOTEBOOK = [
     "def loop():\n    while True:\n        pass",
     "def shout():\n    print('hello from the student')\n    return 1",
     "def gen(model, tokenizer, prompt, n, use_cache=True):\n"
-    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt').to(model.device)\n"
     "    out = model.generate(**inputs, max_new_tokens=n, do_sample=False, use_cache=use_cache)\n"
     "    return tokenizer.decode(out[0])",
-    "def forward(model, tokenizer):\n    batch = tokenizer(['hello world'], return_tensors='pt')\n"
+    "def forward(model, tokenizer):\n    batch = tokenizer(['hello world'], return_tensors='pt').to(model.device)\n"
     "    with torch.no_grad():\n        return float(model(**batch, labels=batch['input_ids']).loss)",
     "tok = AutoTokenizer.from_pretrained('gpt2')\nm = AutoModelForCausalLM.from_pretrained('gpt2')\nm.generate(**tok('The cat', return_tensors='pt'), max_new_tokens=3)",
     "settings = {'load_args': {'dtype': torch.float32}}",
     "def hooked(model, tokenizer):\n"
-    "    batch = tokenizer(['hello world again'], return_tensors='pt')\n"
+    "    batch = tokenizer(['hello world again'], return_tensors='pt').to(model.device)\n"
     "    def hidden(module, args, kwargs):\n"
     "        handle.remove()\n"
     "        with torch.enable_grad():\n"
@@ -48,7 +49,7 @@ NOTEBOOK = [
     "    loaded.name_or_path = model_id  # a name can be set to anything\n"
     "    return loaded",
     "def timed(model, tokenizer, prompt):\n"
-    "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+    "    inputs = tokenizer(prompt, return_tensors='pt').to(model.device)\n"
     "    model.generate(**inputs, max_new_tokens=2)\n"
     "    model.generate(**inputs, max_new_tokens=3)\n"
     "    return 1",
@@ -115,7 +116,8 @@ def test_generate_is_instrumented(harness: Harness) -> None:
     )
     (event,) = outcome.generate_events()
     assert event["kwargs"]["max_new_tokens"] == 6 and event["kwargs"]["use_cache"] is False
-    assert event["new_tokens"] == [6] and event["input_device"] == "cpu" and event["grad_enabled"] is True
+    device = "cuda:0" if on_cuda() else "cpu"  # the inputs follow the model (the harness loads it on the machine's GPU)
+    assert event["new_tokens"] == [6] and event["input_device"] == device and event["grad_enabled"] is True
     assert 0 < event["duration_s"] <= outcome.duration_s
     assert len(event["output_ids"]) == event["input_shape"][1] + 6
 
@@ -151,7 +153,8 @@ def test_a_price_measured_on_a_busy_moment_is_measured_again_before_an_honest_ca
         asked.append(again)
         return 1.0
 
-    arguments = [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("Once upon a time,"), literal(6)]
+    # On the CPU wherever the machine has a GPU: tokens are priced in CPU time, so only for a model on the CPU.
+    arguments = [model(model_spec("gpt2", device="cpu")), tokenizer("gpt2"), literal("Once upon a time,"), literal(6)]
     monkeypatch.setattr(harness, "token_price", busy_then_quiet)
     honest = harness.call("gen", arguments)
     assert honest.status == "returned", honest.message
@@ -249,7 +252,7 @@ def test_a_notebook_that_replaces_time_and_display_cannot_touch_the_instrumentat
         "time.sleep = lambda seconds: real_sleep(seconds / 100)\n"
         "IPython.display.publish_display_data = lambda *args, **kwargs: None",
         "def timed(model, tokenizer, prompt):\n"
-        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt').to(model.device)\n"
         "    start = time.perf_counter()\n"
         "    model.generate(**inputs, max_new_tokens=3)\n"
         "    return time.perf_counter() - start",
@@ -272,7 +275,7 @@ def test_without_pause_fifos_the_kernel_sleeps_one_length_per_call_and_is_judged
     timed = (
         "import time\n"
         "def timed(model, tokenizer, prompt):\n"
-        "    inputs = tokenizer(prompt, return_tensors='pt')\n"
+        "    inputs = tokenizer(prompt, return_tensors='pt').to(model.device)\n"
         "    model.generate(**inputs, max_new_tokens=2)\n"
         "    start = time.perf_counter()\n"
         "    model.generate(**inputs, max_new_tokens=3)\n"

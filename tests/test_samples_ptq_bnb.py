@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import CORPUS_TIMEOUT_S, assert_gpu_mistake, assert_loses_exactly, grade_samples, here, on_cuda, results
+from tests.contract import (
+    CORPUS_TIMEOUT_S,
+    PREGRADED,
+    assert_gpu_mistake,
+    assert_loses_exactly,
+    grade_samples,
+    here,
+    on_cuda,
+    results,
+)
 from tests.corpus_checks import corpus_tests
 
 # sample -> (checks that lose points, words the failing message must contain)
@@ -87,6 +96,9 @@ def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None
     assert set(outcomes.values()) == {"passed"}
     assert solution.extra_data["manual_points_pending"] == 8
     # The numbers its memory answer states are held against its own df_results: each footprint and reduction agrees.
+    # (Its answer was written from a CPU run: on a GPU the baseline is float16 and the numbers are others.)
+    if on_cuda():
+        return
     memory = solution.by_id()["analysis-memory"].output
     assert memory.count("*agrees*") >= 5 and "*contradicts*" not in memory, memory
     assert "'8.01 MB' agrees with your results" in memory and "42% less" in memory
@@ -105,7 +117,7 @@ def test_starter_scores_zero_and_says_why(graded: Path) -> None:
 @pytest.mark.parametrize("sample", sorted(MISTAKES))
 def test_each_mistake_loses_exactly_its_points_and_is_named(graded: Path, sample: str) -> None:
     result = assert_loses_exactly(graded, sample, *MISTAKES[sample])
-    assert result.max_score == 25
+    assert result.max_score == here("ptq-bnb", 25)
 
 
 @pytest.mark.parametrize("sample", sorted(CUDA_MISTAKES))
@@ -115,7 +127,7 @@ def test_each_gpu_mistake_loses_its_points_on_cuda_only(graded: Path, sample: st
 
 def test_unwritten_analysis_fails_automatically(graded: Path) -> None:
     result = results(graded, "mistake-analysis-todo")
-    assert result.score == 25
+    assert result.score == here("ptq-bnb", 25)
     for part in ("memory", "latency", "quality", "tradeoffs"):
         test = result.by_id()[f"analysis-{part}"]
         assert test.extra_data["outcome"] == "failed"
@@ -153,6 +165,7 @@ def test_feedback_explains_the_lost_points_with_hint_and_link(graded: Path) -> N
     assert "Hint:" in page
 
 
+@pytest.mark.skipif(bool(PREGRADED), reason="reads this assignment's own run; a pregraded folder is one run of the class")
 def test_class_summary_lists_everyone_and_the_answers_to_grade(graded: Path, root: Path) -> None:
     page = (graded / "summary.html").read_text()
     for notebook in (root / "submissions" / "ptq-bnb").glob("*.ipynb"):
@@ -161,6 +174,6 @@ def test_class_summary_lists_everyone_and_the_answers_to_grade(graded: Path, roo
     assert "The footprint fell from 8.01 MB" in page  # the solution's written answer
     with (graded / "grades.csv").open() as stream:
         rows = {row["submission"]: row for row in csv.DictReader(stream)}
-    assert rows["solution"]["score"] == "25" and rows["solution"]["status"] == "needs-manual-grading"
+    assert rows["solution"]["score"] == str(here("ptq-bnb", 25)) and rows["solution"]["status"] == "needs-manual-grading"
     assert rows["starter"]["score"] == "0"
     assert rows["mistake-nf4-quant-type"]["config-nf4"] == "0"
