@@ -34,6 +34,7 @@ GENERATE: dict[str, Any] = {
     "use_cache": None,
     "num_beams": 1,
     "custom_processors": 0,
+    "processors_s": 0.0,
     "new_tokens_limit": None,
     "instrumentation_replaced": [],
     "decoding_loops": 1,  # the instrumented generate counts the decoding loop that ran inside it

@@ -119,3 +119,36 @@ def test_an_end_of_text_counts_as_the_end_only_where_the_model_chose_it() -> Non
     assert _stopped_early(torch.tensor([[3, 4, 9]]), [9], [9], forced)
     beams = [torch.tensor([3, 3, 3, 3])] * 3  # four rows per pass for two sequences: not read
     assert not _stopped_early(new, [9], [9], beams)
+
+
+def test_a_forward_borrowed_from_another_model_is_what_the_generate_ran() -> None:
+    """``model.forward = twin.forward``: the quantized model's generate computes with the float twin; accelerate's
+    hooks (a partial of the model itself) and a wrapper of its own forward are still the model."""
+    import functools
+
+    from grader.kernel.runtime import forward_runner
+
+    model, twin = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double()
+    assert forward_runner(model) is model
+    model.forward = twin.forward  # type: ignore[method-assign]
+    assert forward_runner(model) is twin
+    model.forward = functools.wraps(twin.forward)(lambda *args: twin.forward(*args))  # type: ignore[method-assign]
+    assert forward_runner(model) is twin
+    model.forward = functools.partial(lambda module, x: x, model)  # type: ignore[method-assign]
+    assert forward_runner(model) is model
+    model.forward = functools.wraps(type(model).forward.__get__(model))(lambda x: x)  # type: ignore[method-assign]
+    assert forward_runner(model) is model
+
+
+def test_work_added_from_settings_counts_as_processors_of_the_call() -> None:
+    from grader.kernel.runtime import _custom_processors
+
+    class Model:
+        generation_config = GenerationConfig()
+
+    model = Model()
+    assert _custom_processors(model, {}) == 0
+    assert _custom_processors(model, {"min_new_tokens": 8, "max_new_tokens": 8}) == 0  # a forced length is no extra work
+    assert _custom_processors(model, {"repetition_penalty": 1.3, "logits_processor": [object()]}) == 2
+    model.generation_config = GenerationConfig(bad_words_ids=[[1, 2]])
+    assert _custom_processors(model, {}) == 1  # set on the model's generation config: every call does the work

@@ -100,7 +100,7 @@ FORGERIES = {
         "                 'thread': __import__('threading').get_native_id(), 'kwargs': {}, 'positional_args': 0,\n"
         "                 'input_device': 'cpu', 'input_ids': ids, 'padding_side': None, 'max_new_tokens': n,\n"
         "                 'use_cache': True, 'new_tokens_limit': n, 'instrumentation_replaced': [], 'decoding_loops': 0,\n"
-        "                 'error': None, 'output_ids': None, 'cut_short': False, 'num_beams': 1, 'custom_processors': 0,\n"
+        "                 'error': None, 'output_ids': None, 'cut_short': False, 'num_beams': 1, 'custom_processors': 0, 'processors_s': 0.0,\n"
         "                 'pause': None, 'paced_s': None}\n"
         "        if paced: event['paced_s'] = paced\n"
         "        R.record(event)\n"

@@ -197,7 +197,8 @@ class GenerateEvent(TypedDict):
     max_new_tokens: Setting
     use_cache: Setting
     num_beams: Setting  # beam search's beams as generate uses them (1: greedy or sampling)
-    custom_processors: int  # logits processors and stopping criteria the call passed itself (0: generate's own alone)
+    custom_processors: int  # logits processors and stopping criteria the call added (passed, or set in its generation config)
+    processors_s: float  # seconds its logits processors and stopping criteria took, generate's own included
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
     decoding_loops: int  # the decoding loops of generate that ran inside it

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, which imports nothing of the grader
+    from grader.kernel.runtime.base import _perf_counter
     from grader.kernel.runtime.instrument import (
         RECORDER,
         TOKENIZER_ENTRY_POINTS,
@@ -63,6 +64,25 @@ def _instrumented_loop(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, *args, **kwargs)
 
     return loop
+
+
+def _instrumented_step_work(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the lists of logits processors and stopping criteria generate runs at every step: the time they take is
+    added to the generate event they run in (a processor that sleeps, or blocks many bad words, is work the reference's
+    greedy call does not do; a step clock that reads the time is not)."""
+
+    @_wraps(original)
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        event = RECORDER.current_generate
+        if event is None:
+            return original(self, *args, **kwargs)
+        began = _perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            event["processors_s"] += _perf_counter() - began
+
+    return step
 
 
 MASK_KEYWORDS = {"dtype", "config", "allow_torch_fix"}  # what the mask interface passes that the causal mask ignores
@@ -163,6 +183,11 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     for name in DECODING_LOOPS:
         if name in vars(GenerationMixin):
             _replace(GenerationMixin, name, _instrumented_loop(vars(GenerationMixin)[name]))
+    from transformers.generation.logits_process import LogitsProcessorList
+    from transformers.generation.stopping_criteria import StoppingCriteriaList
+
+    for steps in (LogitsProcessorList, StoppingCriteriaList):
+        _replace(steps, "__call__", _instrumented_step_work(vars(steps)["__call__"]))
     if torch.cuda.is_available():  # only judged on CUDA: without it, a notebook may stub it out harmlessly
         # Every way to wait for the GPU, and CUDA events (a timer of events starts in stream order, without a wait).
         _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))

@@ -207,6 +207,29 @@ def model_serial(model: Any) -> int:
         return 0
 
 
+def forward_runner(model: Any) -> Any:
+    """The module whose forward a call of ``model`` runs: ``model`` itself, or another module whose bound forward was
+    set on ``model`` (``model.forward = other.forward``: a quantized model that computes with a float twin), found
+    through the wrappers a forward is commonly given (``functools.partial``, as accelerate's hooks set it, and
+    ``functools.wraps``, as ``torch.compile`` does)."""
+    import torch
+
+    seen = 0
+    current = vars(model).get("forward") if hasattr(model, "__dict__") else None
+    while current is not None and seen < 8:
+        seen += 1
+        owner = getattr(current, "__self__", None)
+        if isinstance(owner, torch.nn.Module):
+            return model if owner is model else owner
+        if isinstance(current, functools.partial):
+            if any(argument is model for argument in current.args):
+                return model
+            current = current.func
+        else:
+            current = getattr(current, "__wrapped__", None)
+    return model
+
+
 def quantization_label(model: Any) -> str | None:
     """``"int8"``, ``"nf4"``, ``"fp4"`` for a bitsandbytes model (``"partial"`` if some layers were skipped), else None.
 
@@ -252,6 +275,9 @@ def _brief(value: Any) -> Any:
         return {"tensor": list(value.shape), "dtype": str(value.dtype), "device": str(value.device)}
     if type(value).__name__ == "GenerationConfig":
         return {"generation_config": {k: _brief(v) for k, v in value.to_diff_dict().items()}}
+    if hasattr(value, "get_seq_length"):  # a cache (past_key_values): how many positions it already holds
+        with contextlib.suppress(Exception):
+            return {"type": _type_name(value), "filled": int(value.get_seq_length())}
     return {"type": _type_name(value)}
 
 
@@ -402,14 +428,15 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     import torch
 
     attention_mask = kwargs.get("attention_mask")
+    runner = forward_runner(model)  # what computes: a forward borrowed from another model is that model's
     return {
         "type": "generate",
         "model_id": id(model),
         "model_serial": model_serial(model),
-        "model_quantization": quantization_label(model),
+        "model_quantization": quantization_label(runner),
         "model_type": _type_name(model),
         "model_device": str(getattr(model, "device", "unknown")),
-        "model_dtype": str(getattr(model, "dtype", "unknown")),
+        "model_dtype": str(getattr(runner, "dtype", "unknown")),
         "model_training": bool(getattr(model, "training", False)),
         "grad_enabled": torch.is_grad_enabled(),
         "autocast": _autocast(str(getattr(model, "device", "cpu"))),
@@ -425,10 +452,11 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "max_new_tokens": _effective_setting(model, kwargs, "max_new_tokens"),
         "use_cache": _effective_setting(model, kwargs, "use_cache"),
         "num_beams": _effective_setting(model, kwargs, "num_beams"),
-        "custom_processors": _custom_processors(kwargs),
+        "custom_processors": _custom_processors(model, kwargs),
         "new_tokens_limit": _new_tokens_limit(model, kwargs, inputs),
         "instrumentation_replaced": _replaced_now()[:8],
         "decoding_loops": 0,
+        "processors_s": 0.0,
         "start": 0.0,
         "end": 0.0,
         "duration_s": 0.0,
@@ -610,12 +638,38 @@ def _generated_tokens(output: Any, inputs: Any) -> bool:
     return int(sequences.shape[-1]) > prompt_length
 
 
-def _custom_processors(kwargs: dict[str, Any]) -> int:
-    """How many logits processors and stopping criteria a generate call passed itself (a prefix function counts one)."""
+# Settings from which generate builds a logits processor or stopping criterion of its own, with the value that builds
+# none. Not min_length/min_new_tokens (forcing a length is a common way to time a fixed number of tokens) nor the
+# sampling warpers (greedy calls ignore them).
+ADDED_WORK_SETTINGS: dict[str, Any] = {
+    "bad_words_ids": None,
+    "sequence_bias": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "force_words_ids": None,
+    "constraints": None,
+    "exponential_decay_length_penalty": None,
+    "stop_strings": None,
+}
+
+
+def _custom_processors(model: Any, kwargs: dict[str, Any]) -> int:
+    """How many logits processors and stopping criteria a generate call added to greedy decoding: passed itself (a
+    prefix function counts one), or built by generate from a setting (a keyword, or the model's generation config:
+    ``bad_words_ids`` set on ``model.generation_config`` adds work to every step of every call)."""
     count = 0
     for name in ("logits_processor", "stopping_criteria"):
         with contextlib.suppress(TypeError):
             count += len(kwargs.get(name) or ())
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    for name, neutral in ADDED_WORK_SETTINGS.items():
+        value = kwargs[name] if name in kwargs else getattr(config, name, neutral)
+        with contextlib.suppress(Exception):
+            count += not (value is None or value == neutral or (isinstance(value, (list, tuple, dict)) and not value))
     return count + (kwargs.get("prefix_allowed_tokens_fn") is not None)
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         ReturnedEvent,
         TokenizerSpec,
     )
-    from grader.kernel.runtime.base import MAX_ARGUMENT, MAX_CAPTURE, _dumps, _perf_counter
+    from grader.kernel.runtime.base import MAX_ARGUMENT, MAX_CAPTURE, MAX_STRING, _dumps, _perf_counter
     from grader.kernel.runtime.figures import _watch_figures
     from grader.kernel.runtime.install import INSTALLED, _publisher, environment, install
     from grader.kernel.runtime.instrument import (
@@ -369,14 +369,25 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
                 else:
                     arguments[name] = value
 
-    def small(item: Any) -> bool:
-        return item is None or isinstance(item, (bool, int, float)) or (isinstance(item, str) and len(item) <= MAX_ARGUMENT)
+    def small(item: Any, limit: int = MAX_ARGUMENT) -> bool:
+        return item is None or isinstance(item, (bool, int, float)) or (isinstance(item, str) and len(item) <= limit)
+
+    def prompts(value: Any) -> bool:
+        """A list of prompts (a very long one among them: a thousand tokens of text) is kept; a corpus of texts is not
+        (events must stay small)."""
+        if not isinstance(value, (list, tuple)) or len(value) > 64:
+            return False
+        if all(map(small, value)):
+            return True
+        return (
+            all(small(item, MAX_STRING) for item in value)
+            and sum(len(item or "") for item in value if isinstance(item, str)) <= 4 * MAX_STRING
+        )
 
     described: list[list[Any]] = []
     for name, value in list(arguments.items())[:16]:
         try:
-            # A list of prompts is kept; a corpus of texts is not (events must stay small).
-            if small(value) or (isinstance(value, (list, tuple)) and len(value) <= 64 and all(map(small, value))):
+            if small(value, MAX_STRING) or prompts(value):
                 described.append([str(name), describe(value)])
                 continue
             entry = _object_entry(value)  # a model's serial: which model it was (the one its generate calls name)
