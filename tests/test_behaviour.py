@@ -247,3 +247,21 @@ def test_a_beam_search_is_not_the_greedy_search_asked_for() -> None:
     assert missing.differ == ("beams",)
     greedy = behaviour([generation(1, [PROMPT], 17, 0.0, num_beams=1)], ARGUMENT)
     assert unmatched_generations(greedy, REFERENCE, exact_row) == []
+
+
+def test_work_added_to_the_steps_or_a_prefill_done_before_the_call_is_not_the_reference_s_call() -> None:
+    """A logits processor that sleeps (passed, or set in the generation config), or a cache of the prompt filled
+    before the timed generate (its prefill outside the timer), is other work than the reference's greedy call."""
+    throttled = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.2)], ARGUMENT)
+    prefilled = behaviour(
+        [generation(1, [PROMPT], 17, 0.0, kwargs={"past_key_values": {"type": "DynamicCache", "filled": 3}})], ARGUMENT
+    )
+    for student in (throttled, prefilled):
+        (missing,) = unmatched_generations(student, REFERENCE, exact_row)
+        assert missing.differ == ("added",)
+    static = behaviour(
+        [generation(1, [PROMPT], 17, 0.0, kwargs={"past_key_values": {"type": "StaticCache", "filled": 0}})], ARGUMENT
+    )
+    assert unmatched_generations(static, REFERENCE, exact_row) == []  # an empty cache made for speed is its own to fill
+    clocked = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.0004)], ARGUMENT)
+    assert unmatched_generations(clocked, REFERENCE, exact_row) == []  # a step clock reading the time adds no work

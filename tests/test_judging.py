@@ -34,6 +34,9 @@ def generate(start: float, end: float, **fields: Any) -> dict[str, Any]:
         ("with cache, left-padded", True, "left"),
         ("Cache=True|left", True, "left"),
         ("baseline", None, None),
+        ("uncached, left", False, "left"),
+        ("w/o KV cache / right", False, "right"),
+        ("cacheless (right padding)", False, "right"),
     ],
 )
 def test_cache_and_padding_are_read_by_meaning(label: str, use_cache: bool | None, padding: str | None) -> None:
@@ -42,10 +45,27 @@ def test_cache_and_padding_are_read_by_meaning(label: str, use_cache: bool | Non
 
 
 @pytest.mark.parametrize(
-    ("label", "size"), [("batch_size=4", 4), ("bs=2", 2), ("batch of 3", 3), ("5 prompts", 5), ("batched x8", 8)]
+    ("label", "size"), [("batch_size=4", 4), ("bs=2", 2), ("batch of 3", 3), ("5 prompts", 5), ("batched x8", 8), ("bsz=4", 4)]
 )
 def test_batch_sizes_are_read_by_meaning(label: str, size: int) -> None:
     assert read_scenario(label).batch_size == size
+
+
+@pytest.mark.parametrize(
+    ("label", "baseline", "quantized"),
+    [
+        ("int8 weights, fp32 activations", False, True),  # a quantized model's label, though it names fp32
+        ("PyTorch FP32", True, False),
+        ("FP32 baseline", True, False),
+        ("ONNX INT8 (dynamic)", False, True),
+        ("not quantized", True, False),
+        ("ONNX Runtime FP32 (reference)", False, False),  # the unquantized ONNX model, beside the comparison
+        ("baseline: edge very_long", False, False),  # an edge prompt's row
+    ],
+)
+def test_baseline_and_quantized_are_read_by_meaning(label: str, baseline: bool, quantized: bool) -> None:
+    scenario = read_scenario(label)
+    assert (scenario.baseline, scenario.quantized) == (baseline, quantized)
 
 
 def test_a_table_worded_its_own_way_has_every_scenario() -> None:
@@ -288,7 +308,7 @@ def test_edge_prompts_are_judged_by_what_was_given_to_the_measure_function() -> 
 
 
 def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
-    from grader.kernel.runtime import MAX_ARGUMENT, _arguments, _signature
+    from grader.kernel.runtime import MAX_STRING, _arguments, _signature
 
     class Tokenizer:
         padding_side = "left"
@@ -308,10 +328,14 @@ def test_a_watched_call_records_its_arguments_small_and_by_position() -> None:
     assert recorded["use_cache"]["value"] is False and recorded["side"]["value"] == "right"
     assert [name for name, _ in _arguments(_signature(measure), (1, 2, 3, 4, 5, "left"), {})][5:] == ["rest[0]"]
     corpus = ["x" * 10] * 65
-    long = "y" * (MAX_ARGUMENT + 1)
+    long = "y" * (MAX_STRING + 1)
     recorded = dict(_arguments(_signature(measure), (None, None, corpus, long), {}))
     assert recorded["prompts"] == {"kind": "object", "type": "builtins.list", "length": 65}
-    assert recorded["max_new_tokens"] == {"kind": "object", "type": "builtins.str", "length": MAX_ARGUMENT + 1}
+    assert recorded["max_new_tokens"] == {"kind": "object", "type": "builtins.str", "length": MAX_STRING + 1}
+    # A very long prompt (a thousand tokens of text, some 5,000 characters) is kept whole, alone or in a list.
+    essay = "word " * 1_200
+    recorded = dict(_arguments(_signature(measure), (None, None, [essay], essay), {}))
+    assert recorded["prompts"]["items"][0]["value"] == essay and recorded["max_new_tokens"]["value"] == essay
     # A call its signature does not accept is recorded by position (the call itself then raises, as it would).
     assert [name for name, _ in _arguments(_signature(measure), (1,), {})] == ["0"]
 
@@ -642,3 +666,33 @@ def test_cuda_synchronize_before_a_warm_up_the_timer_also_holds(latency: Any, pa
     events = (synchronize(-0.1, -0.05), warm_up, timed, synchronize(1.15, 1.2))
     verdict = judge_synchronize(CallOutcome("returned", events=events), "measure_generation", reported_latency(latency))
     assert (verdict.outcome == "passed") is passes, verdict.message
+
+
+def test_a_row_may_average_the_runs_after_any_number_of_warm_ups() -> None:
+    """Three full-length warm-ups, then NUM_TIMING_RUNS timed runs: the row is the mean of the last three."""
+    six = [0.5, 0.3, 0.25, 0.1931, 0.225, 0.2441]
+    assert any(abs(reading - 0.2207) < 1e-4 for reading in latency_readings_of(six, 3, medians=False))
+    assert not any(abs(reading - 0.35) < 1e-4 for reading in latency_readings_of(six, 3, medians=False))  # the first three
+
+
+def test_a_mean_of_two_runs_and_a_first_run_timed_before_a_repeat_are_readings() -> None:
+    from grader.checks.timing import latency_readings
+
+    first, second = generate(0.0, 0.35, paced_s=0.25, duration_s=0.35), generate(0.4, 0.5, duration_s=0.1)
+    assert latency_readings([first, second]).count(pytest.approx(0.225)) == 1  # the mean of both runs
+    assert 0.35 not in latency_readings([first, second])  # a warm-up's own duration is no timed run
+    assert 0.35 in latency_readings([first, second], first_is_timed=True)  # where no warm-up is asked for
+
+
+def test_a_row_holds_the_prompt_with_a_few_tokens_around_it_not_a_preamble(zoo: Any) -> None:
+    from grader.checks.behaviour import carrying
+    from grader.grading.reference import ReferenceModels
+
+    tokenizer = ReferenceModels(zoo).tokenizer("gpt2")
+    fits = carrying(tokenizer)
+    prompt = tokenizer("The capital of France is")["input_ids"]
+    eos = tokenizer.eos_token_id
+    assert fits([eos, eos, *prompt], prompt)  # left padding
+    assert fits([*tokenizer("Question:")["input_ids"], *prompt], prompt)  # a short template
+    preamble = tokenizer(" background" * 200)["input_ids"]
+    assert not fits([*preamble, *prompt], prompt)  # other work, timed as the prompt's

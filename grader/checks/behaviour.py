@@ -68,6 +68,8 @@ class Generation:
     cut_short: bool  # stopped before its limit with a row short of an end-of-text (max_time, a stopping criterion)
     error: str | None
     event: GenerateEvent = field(compare=False, repr=False)
+    adds_work: bool = False  # its logits processors and stopping criteria took a share of it (see :func:`adds_work`)
+    prefilled: bool = False  # given a cache of the prompt (past_key_values) made before it: its prefill was not its own
 
     @classmethod
     def of(cls, event: GenerateEvent, labels: Mapping[int, str]) -> Generation:
@@ -95,12 +97,37 @@ class Generation:
             cut_short=bool(event["cut_short"]),
             error=event["error"],
             event=event,
+            adds_work=adds_work(event),
+            prefilled=_prefilled(event),
         )
 
     @property
     def produced(self) -> bool:
         """Whether it returned and generated at least one token."""
         return self.error is None and bool(self.new_tokens) and any(count > 0 for count in self.new_tokens or ())
+
+
+# The share of a generate call its logits processors and stopping criteria may take: generate's own (a limit, an
+# end-of-text test) take tens of microseconds a step, a tenth to a quarter of a step of the tiny models (seen: 10 to
+# 25 %), a step clock of the student's next to nothing; one that sleeps, or blocks a hundred word pairs, takes most of
+# the call.
+ADDED_SHARE, ADDED_ABS_S = 0.4, 0.005
+
+
+def adds_work(event: GenerateEvent) -> bool:
+    """Whether a generate call's logits processors and stopping criteria took more than a small share of it (work
+    added to every step: a processor of its own, or one generate builds from a setting)."""
+    spent = float(event.get("processors_s") or 0.0)
+    return spent > max(ADDED_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
+
+
+def _prefilled(event: GenerateEvent) -> bool:
+    """Whether a generate call was given a cache that already held positions (an empty one, a static cache made for
+    speed, is its own to fill)."""
+    cache = event["kwargs"].get("past_key_values") if isinstance(event["kwargs"], dict) else None
+    if cache is None:
+        return False
+    return not isinstance(cache, dict) or cache.get("filled") != 0
 
 
 @dataclass(frozen=True)
@@ -173,7 +200,7 @@ class Behaviour:
 
 
 # The aspects of a generate call compared, with how each reads in feedback.
-ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "dtype", "device", "inputs")
+ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "dtype", "device", "inputs", "added")
 
 
 def _rows_fit(found: Sequence[Sequence[int]] | None, wanted: Sequence[Sequence[int]] | None, fits: RowFit) -> bool:
@@ -194,17 +221,32 @@ def exact_row(found: list[int], wanted: list[int]) -> bool:
     return found == wanted
 
 
+def around_allowed(wanted: Sequence[int]) -> int:
+    """How many tokens besides padding a row may hold around the wanted ones: special tokens or a short template, not
+    another text (a long preamble is other work, timed as the prompt's)."""
+    return max(16, len(wanted))
+
+
 def carrying(reference_tokenizer: Any) -> RowFit:
     """A row fits wanted ids when it holds them as one run (special tokens, a template or padding around them
-    allowed), or when its text holds theirs (a template may tokenize the edges differently)."""
+    allowed, up to :func:`around_allowed` tokens besides the padding), or when its text holds theirs (a template may
+    tokenize the edges differently)."""
 
     eos = getattr(reference_tokenizer, "eos_token_id", None)
+    padding = {token for token in (eos, getattr(reference_tokenizer, "pad_token_id", None)) if token is not None}
 
     def fits(found: list[int], wanted: list[int]) -> bool:
         if found == wanted:
             return True
         if eos is not None and found and found[-1] == eos and (not wanted or wanted[-1] != eos):
             return False  # an end-of-text after the prompt: the model starts a new document, not its continuation
+        start, end = 0, len(found)
+        while start < end and found[start] in padding:
+            start += 1
+        while end > start and found[end - 1] in padding:
+            end -= 1
+        if end - start - len(wanted) > around_allowed(wanted):
+            return False
         if contains_run(found, wanted):
             return True
         text = str(reference_tokenizer.decode(wanted, skip_special_tokens=True)).strip()
@@ -238,6 +280,8 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             differ.append("device")
         elif aspect == "inputs" and found.input_device is not None and found.input_device != found.device:
             differ.append("inputs")
+        elif aspect == "added" and ((found.adds_work and not wanted.adds_work) or (found.prefilled and not wanted.prefilled)):
+            differ.append("added")
     return differ
 
 
@@ -326,6 +370,8 @@ DIFFERENCE_TEXT = {
     "dtype": "another dtype",
     "device": "another device",
     "inputs": "inputs on another device than the model",
+    "added": "work added to or taken from its steps: logits processors or stopping criteria that took a share of it, or "
+    "a cache of the prompt filled before it (past_key_values)",
 }
 
 

@@ -15,7 +15,7 @@ _NEGATION = re.compile(r"(?<![\w])(?:false|off|disabled?|no|none|without|w/o|0|�
 _NOT_QUANTIZED = r"(?:\bnot|\bnon|\bno|\bwithout|\bw\s*,\s*o)[\s_-]*quantiz\w*"
 _CACHE = re.compile(r"(?:kv[\s_-]*)?cache|use[\s_-]*cache")
 _BATCH = (
-    re.compile(r"\b(?:batch(?:[\s_-]*size)?|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
+    re.compile(r"\b(?:batch(?:[\s_-]*size)?|bsz|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
     re.compile(r"\b(\d+)\s*[-_ ]?(?:prompts|samples|sequences|seqs)\b"),
     re.compile(r"\bbatch(?:ed)?[\s_-]*(?:x|×)?\s*(\d+)\b"),
 )
@@ -33,7 +33,8 @@ class Scenario:
 
 
 def _words(label: str) -> str:
-    return " " + re.sub(r"[,;|/()\[\]{}+]", " , ", label.casefold()) + " "
+    text = re.sub(r"\bw/o\b", "without", label.casefold())  # before "/" separates clauses
+    return " " + re.sub(r"[,;|/()\[\]{}+]", " , ", text) + " "
 
 
 def _cache_setting(text: str) -> bool | None:
@@ -42,7 +43,7 @@ def _cache_setting(text: str) -> bool | None:
         match = _CACHE.search(clause)
         if not match:
             continue
-        if re.search(r"no[\s_-]?(?:kv[\s_-]*)?cache", clause):
+        if re.search(r"no[\s_-]?(?:kv[\s_-]*)?cache|\b(?:un|non)[\s_-]?cached?\b|cache[\s_-]?less", clause):
             return False
         return not _NEGATION.search(clause.replace("=", " = "))
     return None
@@ -62,9 +63,21 @@ def read_scenario(label: object) -> Scenario:
         if match:
             batch_size = int(match.group(1))
             break
+    plain = re.sub(_NOT_QUANTIZED, " ", text)
+    float_named = bool(re.search(r"\bfp32\b|float32|pytorch", text))
+    onnx = bool(re.search(r"\bonnx\b", plain))
+    said_quantized = bool(re.search(r"(?<!un)quantiz|\bint8\b|\bptq\b|8[\s-]?bit", plain))
+    # An edge prompt's row ("baseline: edge very_long") and the unquantized ONNX model's ("ONNX FP32 (reference)") are
+    # rows beside the two the comparison is about: neither the baseline nor the quantized model.
+    extra = bool(re.search(r"\bedge\b|very[\s_-]?(?:short|long)\b|multi[\s_-]?line|\brepetitive\b", text)) or (
+        onnx and float_named and not said_quantized
+    )
+    quantized = (said_quantized or onnx) and not extra
+    named_baseline = bool(re.search(r"baseline|original|unquantized|" + _NOT_QUANTIZED, text))
+    # "fp32" or "PyTorch" name the baseline unless the label is a quantized model's ("int8 weights, fp32 activations").
     return Scenario(
-        baseline=bool(re.search(r"baseline|\bfp32\b|float32|pytorch|original|unquantized|" + _NOT_QUANTIZED, text)),
-        quantized=bool(re.search(r"(?<!un)quantiz|\bint8\b|\bonnx\b|\bptq\b|8[\s-]?bit", re.sub(_NOT_QUANTIZED, " ", text))),
+        baseline=(named_baseline or (float_named and not quantized)) and not extra,
+        quantized=quantized,
         use_cache=_cache_setting(text),
         padding=padding,
         batch_size=batch_size,

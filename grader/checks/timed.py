@@ -37,7 +37,7 @@ R = TypeVar("R")
 
 # What a timed generate is compared on with the reference's: the model it was given, the prompt's ids, the limit of
 # new tokens, use_cache, the padding side of a batch, and inputs on the model's device.
-TIMED_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
+TIMED_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
