@@ -274,7 +274,7 @@ class MeasureParams(LatencyTolerance, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompt's ids, the limit of new tokens, use_cache, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
@@ -474,7 +474,7 @@ class SweepParams(LatencyTolerance, TargetParams):
 
 
 # What each timed generate of a sweep is compared on with the reference's.
-SWEEP_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
+SWEEP_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
@@ -915,8 +915,9 @@ class PrecisionSweepParams(TargetParams):
     missing_prefix: str = Field("course-staff/no-such-model", description="Prefix of the hidden id that does not exist.")
 
 
-# What each timed generate of a precision sweep is compared on with the reference's (the dtype is judged apart, on CUDA).
-PRECISION_ASPECTS = ("model", "rows", "limit", "beams", "device", "inputs")
+# What each timed generate of a precision sweep is compared on with the reference's (and its dtype on a CPU: on CUDA the
+# dtype is judged apart).
+PRECISION_ASPECTS = ("model", "rows", "limit", "beams", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)

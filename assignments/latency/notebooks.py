@@ -386,8 +386,8 @@ SAMPLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         [("AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype)", "AutoModelForCausalLM.from_pretrained(model_id)")],
     ),
     "mistake-inputs-on-cpu": (
-        "Leaves the tokenized prompt on the CPU: on a GPU the model gets its inputs on another device (a GPU-only "
-        "mistake).",
+        "Leaves the tokenized prompt on the CPU: on a GPU the model gets its inputs on another device and generate "
+        "raises, so every check that calls its functions loses its points (a GPU-only mistake: full marks on a CPU).",
         [("    inputs = tokenizer(prompt, return_tensors=\"pt\").to(model.device)\n    settings",
           "    inputs = tokenizer(prompt, return_tensors=\"pt\")\n    settings")],
     ),

@@ -28,7 +28,7 @@ from grader.checks.base import (
     failed_call,
     number,
 )
-from grader.checks.behaviour import carrying
+from grader.checks.behaviour import adds_work, carrying
 from grader.checks.calls import Argument, grader_model, grader_tokenizer
 from grader.checks.identity import fingerprint_difference, other_model, reference_fingerprint
 from grader.checks.numbers import agrees
@@ -286,8 +286,11 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
     readings: dict[int | None, list[tuple[float, list[GenerateEvent]]]] = {}
     previous = 0.0
     for call in record.calls:
-        ended = [event for event in record.generates if previous <= float(event["start"]) and float(event["end"]) <= call.time]
-        finished = any(previous < float(event["end"]) <= call.time for event in record.generates)
+        # The call's own generates: begun once it was called (a generate the notebook runs between two calls, an aside
+        # without the cache, is nobody's), or since the previous call returned where its start was not recorded.
+        began = max(previous, call.start)
+        ended = [event for event in record.generates if began <= float(event["start"]) and float(event["end"]) <= call.time]
+        finished = any(began < float(event["end"]) <= call.time for event in record.generates)
         previous = call.time
         if not isinstance(call.prompt, str):
             continue
@@ -300,6 +303,15 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         if not ended:
             continue
         timed = ended[-1]
+        ids = list(context.models.tokenizer(hub_id)(call.prompt)["input_ids"])
+        rows = timed["rows"] or []
+        if not rows or not fits(list(rows[0]), ids):
+            return f"called with the prompt {call.prompt[:40]!r}, its generate ran another prompt"
+        if len(rows) > 1:
+            return (
+                f"called with the prompt {call.prompt[:40]!r}, its generate ran {len(rows)} rows for that one prompt: "
+                "a batch is other work than the one prompt the grader's calls time"
+            )
         if latency:
             took = call.time - call.start
             if is_number(call.latency) and float(call.latency) > took + 0.002:
@@ -313,14 +325,16 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 for event in ended
                 if event["use_cache"] is False
                 or (isinstance(event["num_beams"], int) and event["num_beams"] > 1)
-                or event["custom_processors"]
+                or adds_work(event)
             ]
             if unalike:
                 how = (
                     "without the KV cache (use_cache=False)"
                     if unalike[0]["use_cache"] is False
-                    else "with logits processors or stopping criteria of its own (work added to every step)"
-                    if unalike[0]["custom_processors"]
+                    else f"with logits processors or stopping criteria that took {float(unalike[0]['processors_s']):.3g} s "
+                    f"of its {float(unalike[0]['duration_s']):.3g} s (work added to every step: a processor of its own, or "
+                    "one a setting such as bad_words_ids builds)"
+                    if adds_work(unalike[0])
                     else "with beam search"
                 )
                 return (
@@ -344,10 +358,6 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 f"called with the prompt {call.prompt[:40]!r}, its generate stopped after {made} of its {limit} new tokens "
                 "at an end the model did not choose (an end-of-text id the call added, a stopping criterion, max_time)"
             )
-        ids = list(context.models.tokenizer(hub_id)(call.prompt)["input_ids"])
-        rows = timed["rows"] or []
-        if not rows or not fits(list(rows[0]), ids):
-            return f"called with the prompt {call.prompt[:40]!r}, its generate ran another prompt"
         decodes = {_same_text(text) for text in decoded_variants(context, hub_id, timed).values()}
         if isinstance(call.text, str) and timed["output_ids"] and _same_text(call.text) not in decodes:
             return (
@@ -355,6 +365,17 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
             )
     for pairs in readings.values():
         long = [(reported, ended) for reported, ended in pairs if not agrees_with_timed(together, reported, ended)]
+        # Together: a run preempted between its timer and its generate now and then is noise; two runs that read long
+        # and lift the model's mean latency past what its generates took are time spent outside them (a sleep).
+        reported_mean = statistics.fmean(reported for reported, _ in pairs)
+        generated_mean = statistics.fmean(max(float(event["duration_s"]) for event in ended) for _, ended in pairs)
+        lifted = reported_mean > generated_mean * (1 + together.upper_rel) + together.upper_abs_s
+        if len(long) >= 2 and lifted:
+            return (
+                f"{len(long)} of its {len(pairs)} calls on one model returned latencies longer than their generates took "
+                f"(mean {reported_mean:.4g} s for generates of {generated_mean:.4g} s on average): the time a latency "
+                "reports is its generate's"
+            )
         if len(pairs) >= 3 and len(long) > len(pairs) / 2:
             shown = ", ".join(f"{reported:.4g} s for {float(ended[-1]['duration_s']):.4g} s" for reported, ended in long[:3])
             return (
@@ -914,6 +935,13 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
                 kinds[event["serial"]] = kind if kinds.get(event["serial"], kind) == kind else "changed"
                 if (event["fingerprint"] or {}).get("hooks"):
                     hooked.add(event["serial"])
+        for generated in notebook.generate_events():
+            # What computed its tokens (a forward borrowed from a float twin is the twin's): a model whose generate
+            # ran as another kind than it loaded as is none.
+            ran_as = event_kind(generated)
+            loaded_as = kinds.get(int(generated["model_serial"]))
+            if loaded_as not in (None, "other", "changed", ran_as) and ran_as is not None and not generated["error"]:
+                kinds[int(generated["model_serial"])] = "changed"
         calls = []
         for event in notebook.returned_events(params.timed_function):
             described = [description for _, description in event["arguments"]]
@@ -967,11 +995,14 @@ def takes_medians(notebook: Any) -> bool:
 def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
     """What a row's average latency may be from these timed runs of its first prompt: the mean (and, where the
     notebook takes ``medians``, the median) of all of them, or of all but up to two at their ends (warm-ups before
-    them, output runs after them; at least ``runs`` of them)."""
+    them, output runs after them; at least ``runs`` of them), or of the last ``runs`` (as many warm-ups of the same
+    call as the notebook likes before them)."""
     # Not any window of a longer series: the slowest three of six for one model and the fastest for another are no
     # average of their runs.
     windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
     windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
+    if runs >= 1 and len(latencies) - runs > 2:  # more warm-ups than the windows above drop
+        windows.append(latencies[-runs:])
     averages = (statistics.fmean, statistics.median) if medians else (statistics.fmean,)
     return [average(chosen) for chosen in windows if chosen for average in averages]
 
@@ -1088,7 +1119,7 @@ def rows_runs(
     harness = context.require_harness()
     prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
     limit = context.returned(harness.describe(params.max_new_tokens, timeout_s=context.timeout_s), f"`{params.max_new_tokens}`")
-    prompts = prompts if isinstance(prompts, list) else []
+    prompts = list(prompts) if isinstance(prompts, (list, tuple)) else []  # a tuple of prompts is as good as a list
     medians = takes_medians(context.notebook)
     judged: list[tuple[str, RowRuns | None]] = []
     for position, (name, configuration) in enumerate(
@@ -1134,7 +1165,7 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
             expected=f"{params.max_new_tokens} = {params.least_new_tokens} (or more)",
             found=repr(limit),
         )
-    count = len(configurations) if isinstance(configurations, list) else None
+    count = len(configurations) if isinstance(configurations, (list, tuple)) else None
     if count is not None and frame.length != count:
         return Verdict.failed(
             f"`{params.variable}` has {frame.length} row{'s' if frame.length != 1 else ''} but `{params.configurations}` has {count} configurations: one row per configuration.",
@@ -1167,7 +1198,7 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
     ]
     # An output column holds text the loop generated; any other text column (a device, a note) is left alone.
     output_columns = [c for c in text_columns if any(_same_text(value) in every_text for value in frame.column(c))]
-    wanted_outputs = max(len(prompts) if isinstance(prompts, list) else 1, params.least_prompts)
+    wanted_outputs = max(len(prompts) if isinstance(prompts, (list, tuple)) else 1, params.least_prompts)
     if len(output_columns) < wanted_outputs:
         return Verdict.failed(
             f"`{params.variable}` should hold one column of generated text per prompt ({wanted_outputs}), but "

@@ -117,7 +117,7 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     harness = context.require_harness()
     prompts = context.returned(harness.describe(params.prompts, timeout_s=context.timeout_s), f"`{params.prompts}`")
     runs = context.returned(harness.describe(params.runs, timeout_s=context.timeout_s), f"`{params.runs}`")
-    expect_type(prompts, list, f"`{params.prompts}`", "a list of prompts")
+    prompts = list(expect_type(prompts, (list, tuple), f"`{params.prompts}`", "a list of prompts"))
     expect_type(runs, int, f"`{params.runs}`", "an int")
     if runs < params.least_runs:
         return Verdict.failed(

@@ -175,7 +175,7 @@ class MeasureParams(PromptsParams, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompts' ids, the limit of new tokens, use_cache, the padding side of the batch, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
@@ -291,10 +291,9 @@ def measure_drops(context: CheckContext) -> set[str]:
         calls = measured_calls(context, params)
     except StopCheck:
         return set()
-    dropped = {aspect for measured in calls for unmatched in measured.timed.unmatched() for aspect in unmatched.differ}
-    if any(measured.timed.stray() for measured in calls):
-        dropped.add("model")
-    return dropped
+    # Only what its timed generate does (charged in its own checks): a warm-up of its own on a model it loaded itself
+    # is charged nowhere, so it must not excuse its callers from running the models they are given.
+    return {aspect for measured in calls for unmatched in measured.timed.unmatched() for aspect in unmatched.differ}
 
 
 def measure_mistimes(context: CheckContext) -> bool:
@@ -651,7 +650,7 @@ def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
 
 SETTINGS = tuple((use_cache, side) for use_cache in (True, False) for side in ("left", "right"))
 # What each setting's timed generate is compared on with the reference's.
-ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs")
+ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs", "added")
 
 
 def setting_key(use_cache: bool, side: str) -> str:
@@ -818,7 +817,7 @@ def _setting_rates_problem(
 
 BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
 # What each batch's timed generate is compared on with the reference's (or the seed's grouping's).
-BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs")
+BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs", "added")
 
 
 class BatchParams(PromptsParams, TargetParams):
@@ -1067,6 +1066,11 @@ def _judge_plan(
     """None if a row reports these batches' timed generate calls (see :func:`judge_batched_row`)."""
     size, latency, rate = int(row["batch_size"]), float(row["latency_s"]), float(row["tokens_per_s"])
     low, high = _latency_span(params, batches)
+    count = len(batches)
+    if count > 1 and not low <= latency <= high and low / count <= latency <= high / count:
+        # The mean latency of one of its batches ("latency for each batch size"): its rates are over their total time.
+        latency *= count
+        row = {**row, "latency_s": latency}
     if not low <= latency <= high:
         # A latency measure_generation returned is judged in its own check: not charged twice here.
         if latency in measured and measure_mistimes(context):
@@ -1628,6 +1632,21 @@ def _judge_edges(context: CheckContext, params: EdgeParams, hub_id: str, max_new
     value = context.returned(outcome, call, keyed_by(f"edge kind, one entry each ({', '.join(EDGE_KINDS)})", len(EDGE_KINDS)))
     for name, metrics in value.items():
         _metrics_dict(metrics, f"the edge prompt {name!r}", SETTING_METRICS)
+    # The zoo's models share a tokenizer: the prompts fit whatever model ran them, so the model is asked apart (a
+    # model it loaded with the weights of the one it was given, a copy, is the same model).
+    passed = {seen["serial"] for seen in outcome.models if seen["argument"]}
+    ran = {int(event["model_serial"]) for event in outcome.generate_events() if not event["error"]}
+    others = [
+        seen for seen in outcome.models if seen["serial"] in ran - passed and identify(context, seen["fingerprint"]) != hub_id
+    ]
+    if passed and others:
+        named = identify(context, others[0]["fingerprint"])
+        return Verdict.failed(
+            f"{call}'s generate calls ran a model it was not given ({f'a {named} model' if named else 'another model'} it "
+            f"loaded itself) where it was given {hub_id}: measure the edge prompts on the model passed in.",
+            expected=f"every generate on the model passed in ({hub_id})",
+            found=f"a {named} model" if named else "another model",
+        )
     reference_tokenizer = context.models.tokenizer(hub_id)
     runs = edge_runs(context, params, hub_id, outcome)
     kinds = assign_kinds([run.kinds for run in runs], EDGE_KINDS)
@@ -2162,13 +2181,19 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     return None
 
 
+def _longest_generates(events: list[GenerateEvent], start: float, end: float) -> list[GenerateEvent]:
+    """The generates a measuring call that ran from ``start`` to ``end`` made with the most new tokens (its timed
+    runs: a warm-up's few, a one-token generate after the timer stopped, are not)."""
+    ran = [event for event in events if start <= float(event["start"]) and float(event["end"]) <= end]
+    most = max((limit for event in ran if isinstance(limit := tokens_limit(event), int)), default=None)
+    return [event for event in ran if most is None or tokens_limit(event) == most]
+
+
 def _timed_generate(events: list[GenerateEvent], start: float, end: float, latency: float) -> GenerateEvent | None:
     """The generate a measuring call that ran from ``start`` to ``end`` timed to report ``latency``: of its generates
     with the most new tokens (a warm-up's few, a one-token generate after the timer stopped, are not it), the last
     that a timer reading ``latency`` surrounds; else the last of them."""
-    ran = [event for event in events if start <= float(event["start"]) and float(event["end"]) <= end]
-    most = max((limit for event in ran if isinstance(limit := tokens_limit(event), int)), default=None)
-    longest = [event for event in ran if most is None or tokens_limit(event) == most]
+    longest = _longest_generates(events, start, end)
     timed = [event for event in longest if agrees_with_timed(LatencyTolerance(), latency, [event])]
     chosen = timed or longest
     return chosen[-1] if chosen else None
@@ -2204,14 +2229,39 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         for reported in _reported(decode(event["value"]), "latency_s")
     ]
     settings: dict[str, list[dict[str, Any]]] = {}
+    dtypes: list[str] = []  # the models the baseline row's timed generates ran on
+    reads_short: list[tuple[str, float, float]] = []  # (scenario, latency, its shortest generate)
+    short = LatencyTolerance()
     for row in measured_rows(table):
         latency: Any = row.get("latency_s")
         for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
             for start, end, measured in returned:
                 if is_number(latency) and agrees(latency, measured, params.match_tolerance):
                     timed = _timed_generate(events, start, end, measured)
+                    ran = _longest_generates(events, start, end)
+                    if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:
+                        reads_short.append((scenario, measured, min(latency_readings(ran))))
                     if timed is not None:
                         settings.setdefault(scenario, []).append(_settings(timed))
+                        if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
+                            dtypes.append(str(timed["model_dtype"]))
+    if reads_short and not measure_mistimes(context):
+        scenario, measured, took = reads_short[0]
+        # A timer cannot read shorter than the generate it surrounds (a latency shrunk for one kind of model only).
+        return Verdict.failed(
+            f"In the table {call} returned, the {scenario} row's latency ({number(measured, 's')}) is shorter than any "
+            f"generate its measurement ran ({number(took, 's')}): report what the timer read.",
+            expected=f"at least {number(took, 's')}",
+            found=number(measured, "s"),
+        )
+    if dtypes and "torch.float32" not in dtypes:
+        # The seed's baseline is the float32 model: one timed in float64 (or float16) is slower (or faster) than it.
+        return Verdict.failed(
+            f"In the table {call} returned, the baseline row times a generate on a {dtypes[0].removeprefix('torch.')} "
+            "model: the baseline is the model as loaded, in float32.",
+            expected="the baseline row measured on the float32 model",
+            found=dtypes[0].removeprefix("torch."),
+        )
     if len(settings) < 2 or any(base == quantized for base in settings["baseline"] for quantized in settings["quantized"]):
         return None
     base, quantized = settings["baseline"][0], settings["quantized"][0]
@@ -2262,6 +2312,13 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         )
     elif not generations:
         problems.append(f"no generate call of the run had max_new_tokens={max_new_tokens}")
+    quantized_ids = {argument(event, "model_id", 0) for event in outcome.returned_events(params.ptq_function)}
+    others = sorted(str(value) for value in quantized_ids if isinstance(value, str) and value != params.model)
+    if others:  # the INT8 row compares the quantized model with the baseline: both must be the model it was given
+        problems.append(
+            f"it called {params.ptq_function} with {', '.join(map(repr, others))}, not the model id {params.model!r} it "
+            "was given: the quantized model must be the baseline's model, quantized"
+        )
     ablations = outcome.returned_events(params.ablation_function)
     if ablations:  # what ran after the ablation returned is not the ablation's: its right padding is not asked for
         began, after = float(ablations[0]["start"]), float(ablations[-1]["time"])
@@ -2294,6 +2351,20 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
                     f"the label {key!r}: the quantized model's perplexity must come from the quantized model"
                 )
                 break
+    scored: dict[str, set[str]] = {"baseline": set(), "quantized": set()}  # the texts each scenario's ppx was scored on
+    for event in outcome.returned_events(params.ppx_function):
+        value = decode(event["value"]) if isinstance(event["value"], dict) else None
+        texts = json.dumps(argument(event, "texts", 2), sort_keys=True, default=str)
+        for key in value if isinstance(value, dict) else ():
+            read = read_scenario(key)
+            for scenario in ("baseline", "quantized"):
+                if getattr(read, scenario):
+                    scored[scenario].add(texts)
+    if scored["baseline"] and scored["quantized"] and not scored["baseline"] & scored["quantized"]:
+        problems.append(
+            f"its baseline's and its quantized model's perplexities come from {params.ppx_function} calls on other texts: "
+            "a quality drift compares the two models on the same corpus"
+        )
     if not outcome.returned_events(params.ppx_function):
         problems.append(
             f"{params.ppx_function} never returned during the run: the baseline's and the quantized model's rows need "
@@ -2301,7 +2372,8 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         )
     batched = [argument(event, "batch_sizes", 3) for event in outcome.returned_events(params.batched_function)]
     asked = [list(value) for value in batched if isinstance(value, (list, tuple))]
-    if asked and sizes not in asked:
+    # Every size it was given, in its order; a single-sample size beside them is the comparison the seed asks for.
+    if asked and not any([size for size in value if size not in (1,) or size in sizes] == sizes for value in asked):
         problems.append(
             f"it called {params.batched_function} with batch sizes {', '.join(map(str, asked))}, not the batch sizes "
             f"{sizes} it was given"
