@@ -252,7 +252,7 @@ def test_a_beam_search_is_not_the_greedy_search_asked_for() -> None:
 def test_work_added_to_the_steps_or_a_prefill_done_before_the_call_is_not_the_reference_s_call() -> None:
     """A logits processor that sleeps (passed, or set in the generation config), or a cache of the prompt filled
     before the timed generate (its prefill outside the timer), is other work than the reference's greedy call."""
-    throttled = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.2)], ARGUMENT)
+    throttled = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.2, custom_processors=1)], ARGUMENT)
     prefilled = behaviour(
         [generation(1, [PROMPT], 17, 0.0, kwargs={"past_key_values": {"type": "DynamicCache", "filled": 3}})], ARGUMENT
     )
@@ -263,5 +263,8 @@ def test_work_added_to_the_steps_or_a_prefill_done_before_the_call_is_not_the_re
         [generation(1, [PROMPT], 17, 0.0, kwargs={"past_key_values": {"type": "StaticCache", "filled": 0}})], ARGUMENT
     )
     assert unmatched_generations(static, REFERENCE, exact_row) == []  # an empty cache made for speed is its own to fill
-    clocked = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.0004)], ARGUMENT)
+    clocked = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, processors_s=0.0004, custom_processors=1)], ARGUMENT)
     assert unmatched_generations(clocked, REFERENCE, exact_row) == []  # a step clock reading the time adds no work
+    # generate's own criteria, slow on a loaded machine (their thread pool waits to be scheduled), add none.
+    loaded = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=2.2, processors_s=0.98)], ARGUMENT)
+    assert unmatched_generations(loaded, REFERENCE, exact_row) == []

@@ -107,16 +107,19 @@ class Generation:
         return self.error is None and bool(self.new_tokens) and any(count > 0 for count in self.new_tokens or ())
 
 
-# The share of a generate call its logits processors and stopping criteria may take: generate's own (a limit, an
-# end-of-text test) take tens of microseconds a step, a tenth to a quarter of a step of the tiny models (seen: 10 to
-# 25 %), a step clock of the student's next to nothing; one that sleeps, or blocks a hundred word pairs, takes most of
-# the call.
+# The share of a generate call its logits processors and stopping criteria may take where the call added some:
+# generate's own (a limit, an end-of-text test) take a tenth to a quarter of a step of the tiny models on a quiet
+# machine and, on one loaded far past its cores, up to half (their thread pool waits to be scheduled: seen, 0.98 s of a
+# 2.2 s call), so a call that added none is never charged; a step clock of the student's costs next to nothing, one
+# that sleeps, or blocks a hundred word pairs, takes most of the call.
 ADDED_SHARE, ADDED_ABS_S = 0.4, 0.005
 
 
 def adds_work(event: GenerateEvent) -> bool:
-    """Whether a generate call's logits processors and stopping criteria took more than a small share of it (work
-    added to every step: a processor of its own, or one generate builds from a setting)."""
+    """Whether a generate call added logits processors or stopping criteria (passed, or built by generate from a
+    setting such as bad_words_ids) and its processors and stopping criteria took a large share of it."""
+    if not event.get("custom_processors"):
+        return False
     spent = float(event.get("processors_s") or 0.0)
     return spent > max(ADDED_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
 
