@@ -38,9 +38,8 @@ def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
                 f"latency_s and tokens_per_s should be positive numbers, but they are {kind_of(latency)} and {kind_of(rate)}.",
                 found=f"{kind_of(latency)}, {kind_of(rate)}",
             )
-        # The seed asks for one timed generate and no warm-up: the first call of the prompt may be the timed one.
         verdict = judge_timed_settings(context, timed) or judge_timed_latency(
-            params, float(latency), timed.outcome, timed.timed(), max_new_tokens, first_is_timed=True
+            params, float(latency), timed.outcome, timed.timed(), max_new_tokens
         )
         if verdict is not None:
             return verdict

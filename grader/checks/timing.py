@@ -149,7 +149,7 @@ def judge_latency(
     )
 
 
-def latency_readings(timed: Sequence[GenerateEvent], first_is_timed: bool = False) -> list[float]:
+def latency_readings(timed: Sequence[GenerateEvent]) -> list[float]:
     """The latencies an honest timer of these timed generate calls (the same work, repeated) can report: each call's,
     and their fastest, median and mean (a best-of-three or median-of-five timer, an average of runs).
 
@@ -157,8 +157,8 @@ def latency_readings(timed: Sequence[GenerateEvent], first_is_timed: bool = Fals
     every timed call holds one: a warm-up with the timed call's settings is not a timed run, and a timer around it and
     the timed call must not read as one slow run. The mean of two or more repeats counts them all, the paced first
     one included (an average of runs holds the pause its first run took; a timer around a warm-up does not read as
-    it). ``first_is_timed`` (where no warm-up is asked for): the paced call's own duration counts too (a call timed
-    once, then run again untimed to count its tokens)."""
+    it). A paced call's own duration is no reading where an unpaced one follows: on the tiny models a timer around a
+    warm-up and the timed call reads within the tolerance of the warm-up's paced duration alone."""
     unpaced = [event for event in timed if not event["paced_s"] and event["pause"] is None]
     durations = [float(event["duration_s"]) for event in (unpaced or timed)]
     if not durations:
@@ -166,20 +166,16 @@ def latency_readings(timed: Sequence[GenerateEvent], first_is_timed: bool = Fals
     readings = [*durations, min(durations), statistics.median(durations), statistics.fmean(durations)]
     if unpaced and len(unpaced) < len(timed):
         readings.append(statistics.fmean(float(event["duration_s"]) for event in timed))
-        if first_is_timed:
-            readings += [float(event["duration_s"]) for event in timed if not any(event is other for other in unpaced)]
     return readings
 
 
-def agrees_with_timed(
-    tolerance: LatencyTolerance, latency: float, timed: Sequence[GenerateEvent], first_is_timed: bool = False
-) -> bool:
+def agrees_with_timed(tolerance: LatencyTolerance, latency: float, timed: Sequence[GenerateEvent]) -> bool:
     """Whether ``latency`` reads one of :func:`latency_readings` of the timed calls, within the tolerance."""
     return any(
         reading * (1 - tolerance.lower_rel) - tolerance.lower_abs_s
         <= latency
         <= reading * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
-        for reading in latency_readings(timed, first_is_timed)
+        for reading in latency_readings(timed)
     )
 
 
@@ -189,12 +185,11 @@ def judge_timed_latency(
     outcome: CallOutcome,
     timed: Sequence[GenerateEvent],
     max_new_tokens: int,
-    first_is_timed: bool = False,
 ) -> Verdict | None:
     """None if ``latency`` is what a timer of the call's timed generate calls reads (see :func:`agrees_with_timed`:
     one of them, or their fastest, median or mean); else :func:`judge_timed_call`'s verdict on the last of them, which
     names a warm-up or a tokenization inside the timer."""
-    if timed and agrees_with_timed(params, latency, timed, first_is_timed):
+    if timed and agrees_with_timed(params, latency, timed):
         return None
     return judge_timed_call(params, latency, outcome, max_new_tokens, timed[-1] if timed else None)
 
