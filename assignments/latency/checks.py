@@ -915,8 +915,7 @@ class PrecisionSweepParams(TargetParams):
     missing_prefix: str = Field("course-staff/no-such-model", description="Prefix of the hidden id that does not exist.")
 
 
-# What each timed generate of a precision sweep is compared on with the reference's (and its dtype on a CPU: on CUDA the
-# dtype is judged apart).
+# What each timed generate of a precision sweep is compared on with the reference's (the dtype is judged apart, on CUDA).
 PRECISION_ASPECTS = ("model", "rows", "limit", "beams", "device", "inputs", "added")
 
 

@@ -325,13 +325,7 @@ def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams
         assert sweep.graded is not None
         reference = sweep.graded.reference()
         fits = carrying(context.models.tokenizer(sweep.hub_id))
-        # On CUDA the float16 run's dtype is judged apart (precision-sweep-fp16-cuda); on a CPU every precision runs
-        # in the dtype resolve_precision gives it (a float32 run on a float64 copy reads slower than float32 is).
-        aspects = PRECISION_ASPECTS if context.on_cuda else (*PRECISION_ASPECTS, "dtype")
-        missing = unmatched_generations(sweep.graded.behaviour, reference, fits, aspects)
-        # A dtype the notebook's own resolve_precision gives (float16 on the CPU, no fallback) is charged in its check.
-        resolved = {dtype for dtype, _ in sweep.resolved.values()}
-        missing = [m for m in missing if not (m.differ == ("dtype",) and m.closest is not None and m.closest.dtype in resolved)]
+        missing = unmatched_generations(sweep.graded.behaviour, reference, fits, PRECISION_ASPECTS)
         if missing:  # what the notebook's own measure_generation and loader do is theirs to answer for
             forgiven = _measure_ignores(context, params.measure_function, sweep.hub_id, params.prompts, params.tokens, True)
             forgiven |= _loader_loads_another(context, params, sweep.hub_id)
