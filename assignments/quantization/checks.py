@@ -65,6 +65,7 @@ from grader.checks.timing import (
     new_tokens_range,
     span,
     tokens_limit,
+    warmup_before,
 )
 from grader.grading.replay import NotRecorded
 from grader.grading.rubric import validated_params
@@ -2214,13 +2215,15 @@ ALIKE_NAMES = {
     "max_new_tokens": "another max_new_tokens",
     "use_cache": "another use_cache",
     "num_beams": "another number of beams",
+    "warmed_up": "a warm-up in one measurement and none in the other",
 }
 
 
 def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
     """None unless the table's baseline and quantized rows report generates run unalike: the seed compares scenarios
     with everything but the model kept constant, so the generate the measurement of one row timed (see
-    _timed_generate) must run the prompts, max_new_tokens, use_cache and beams the other row's ran."""
+    _timed_generate) must run the prompts, max_new_tokens, use_cache and beams the other row's ran, each after a
+    warm-up in its measuring call or neither (seed 000: don't compare the warm-up against real runs)."""
     _, _, call, outcome = _controller_call(context, params)
     events = [event for event in outcome.generate_events() if not event["error"]]
     returned = [  # (start, end, latency) of each measuring call
@@ -2242,7 +2245,11 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                     if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:
                         reads_short.append((scenario, measured, min(latency_readings(ran))))
                     if timed is not None:
-                        settings.setdefault(scenario, []).append(_settings(timed))
+                        # Whether the measuring call warmed the model up before its timed generate: one row's
+                        # measurement warmed and the other's cold times a first call's one-time costs in one row only.
+                        within = [event for event in events if float(event["start"]) >= start]
+                        warmed = warmup_before(within, timed) is not None
+                        settings.setdefault(scenario, []).append({**_settings(timed), "warmed_up": warmed})
                         if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
                             dtypes.append(str(timed["model_dtype"]))
     if reads_short and not measure_mistimes(context):
@@ -2271,6 +2278,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "num_beams": lambda value: f"{value} beam{'s' if value != 1 else ''}",
         "max_new_tokens": lambda value: f"max_new_tokens={value}",
         "prompts": lambda value: f"{len(value)} prompt{'s' if len(value) != 1 else ''}",
+        "warmed_up": lambda value: "warmed up" if value else "timed cold",
     }
     found = "; ".join(
         f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ
