@@ -6,6 +6,7 @@ their default inputs reach students.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import Field
@@ -26,6 +27,7 @@ from grader.checks.timing import (
     judge_rates,
     judge_timed_latency,
 )
+from grader.grading.replay import NotRecorded
 from grader.kernel.harness import literal
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import kind_of
@@ -38,6 +40,7 @@ from .checks import (
     MeasureParams,
     PrecisionSweepParams,
     SweepParams,
+    _dtype,
     _loaded,
     _loader_call,
     _missing_id,
@@ -342,6 +345,24 @@ def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams
                 expected=f"{len(reference.required())} timed generate calls of the prompt passed, max_new_tokens={sweep.max_new_tokens}",
                 found=describe_generation(missing[0].closest, decode) if missing[0].closest else "no generate call",
             )
+        # On a CPU the dtype is not compared run by run (a notebook whose resolve_precision keeps float16 is charged
+        # in its own check), but every run computes in a dtype some precision resolves to, the notebook's way or the
+        # reference's: a float32 run on a float64 copy reads slower than float32 is.
+        if not context.on_cuda:
+            allowed = {dtype.removeprefix("torch.") for dtype, _ in sweep.resolved.values()}
+            for precision in sweep.resolved:
+                if context.reference is not None:
+                    with contextlib.suppress(NotRecorded):
+                        allowed.add(str(context.reference.resolve_precision(precision, "cpu")[0]).removeprefix("torch."))
+            strays = sorted({_dtype(event).removeprefix("torch.") for event in timed_per_precision(sweep, params)} - allowed)
+            if strays:
+                return Verdict.failed(
+                    f"In {sweep.call}, a precision is timed on a {strays[0]} model: no precision asked resolves to "
+                    f"{strays[0]} (they resolve to {', '.join(sorted(allowed))}). Time each precision on the model "
+                    "loaded in the dtype resolve_precision gives.",
+                    expected=" or ".join(sorted(allowed)),
+                    found=strays[0],
+                )
         # The reference measures every precision with the same settings: one measured with the KV cache and another
         # without it compares the cache, not the precision.
         caches = {(str(event["model_dtype"]), event["use_cache"]) for event in timed_per_precision(sweep, params)}
