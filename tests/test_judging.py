@@ -695,3 +695,25 @@ def test_a_row_holds_the_prompt_with_a_few_tokens_around_it_not_a_preamble(zoo: 
     assert fits([*tokenizer("Question:")["input_ids"], *prompt], prompt)  # a short template
     preamble = tokenizer(" background" * 200)["input_ids"]
     assert not fits([*preamble, *prompt], prompt)  # other work, timed as the prompt's
+
+
+def test_an_exception_is_an_instance_of_its_bases() -> None:
+    """A check that asks for a ValueError accepts a student's subclass of it (a ``class PrecisionError(ValueError)``),
+    and nothing else: the kernel reports the exception's bases with its type."""
+    from grader.kernel.harness import ExceptionInfo, _outcome_from_answer
+
+    answer = {
+        "status": "raised",
+        "exception": {
+            "type": "PrecisionError",
+            "module": "__main__",
+            "bases": ["ValueError", "Exception", "BaseException"],
+            "message": "use float32 or float16",
+            "traceback": "",
+        },
+    }
+    exception = _outcome_from_answer(answer, 0.0).exception
+    assert exception is not None and exception.is_a("ValueError") and exception.is_a("PrecisionError")
+    assert not exception.is_a("TypeError")
+    # An answer without bases (a kernel error, an older record) is its own type only.
+    assert ExceptionInfo("ValueError", "x").is_a("ValueError") and not ExceptionInfo("KeyError", "x").is_a("LookupError")

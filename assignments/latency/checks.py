@@ -127,7 +127,7 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
         if (
             outcome.status == "raised"
             and exception is not None
-            and exception.type == "ValueError"
+            and exception.is_a("ValueError")
             and spelling != spelling.lower()
         ):
             return Verdict.failed(

@@ -161,7 +161,7 @@ def precision_invalid(context: CheckContext, params: InvalidPrecisionParams) -> 
                 expected="ValueError",
                 found=f"returned {kind_of(outcome.value)}",
             )
-        if exception.type != "ValueError":
+        if not exception.is_a("ValueError"):
             return Verdict.failed(f"{call} raised {exception.type}, not ValueError.", expected="ValueError", found=exception.type)
         missing = [name for name in ("float32", "float16") if name not in exception.message.casefold()]
         if missing:

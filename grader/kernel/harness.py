@@ -81,6 +81,11 @@ class ExceptionInfo:
     type: str
     message: str
     traceback: str = ""
+    bases: tuple[str, ...] = ()  # the classes it derives from, nearest first (``object`` left out)
+
+    def is_a(self, name: str) -> bool:
+        """Whether the exception is a ``name``: of that class or of one derived from it."""
+        return self.type == name or name in self.bases
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
@@ -633,8 +638,12 @@ def _outcome_from_answer(answer: Answer, wall_s: float) -> CallOutcome:
     raw_exception = answer.get("exception")
     exception = None
     if raw_exception is not None:
+        bases = raw_exception.get("bases")
         exception = ExceptionInfo(
-            raw_exception["type"][:MAX_STRING], raw_exception["message"][:MAX_STRING], raw_exception["traceback"][:MAX_STRING]
+            raw_exception["type"][:MAX_STRING],
+            raw_exception["message"][:MAX_STRING],
+            raw_exception["traceback"][:MAX_STRING],
+            tuple(str(base)[:MAX_STRING] for base in bases[:16]) if isinstance(bases, list) else (),
         )
     value: Any = None
     if "value" in answer:

@@ -375,6 +375,7 @@ AnswerStatus = Literal["returned", "raised", "missing", "signature", "internal"]
 class ExceptionAnswer(TypedDict):
     type: str
     module: str
+    bases: NotRequired[list[str]]
     message: str
     traceback: str
 

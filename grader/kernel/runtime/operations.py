@@ -166,6 +166,8 @@ def _exception(error: BaseException, skip_frames: int = 0) -> ExceptionAnswer:
     return {
         "type": type(error).__name__,
         "module": type(error).__module__,
+        # What it is an instance of (a ``class PrecisionError(ValueError)`` is a ValueError).
+        "bases": [klass.__name__ for klass in type(error).__mro__[1:] if klass is not object][:16],
         "message": str(error)[:2000],
         "traceback": "".join(traceback.format_list(frames)) + f"{type(error).__name__}: {error}"[:4000],
     }
