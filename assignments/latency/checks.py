@@ -124,12 +124,7 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
         call = f"{params.function}({spelling!r}, {device!r})"
         outcome = _resolve(context, params.function, spelling, device)
         exception = outcome.exception
-        if (
-            outcome.status == "raised"
-            and exception is not None
-            and exception.is_a("ValueError")
-            and spelling != spelling.lower()
-        ):
+        if outcome.status == "raised" and exception is not None and exception.is_a("ValueError") and spelling != spelling.lower():
             return Verdict.failed(
                 f"{call} raised ValueError ({exception.message.rstrip('.')}): accept any capitalisation "
                 "(normalise with .lower()).",
