@@ -268,3 +268,27 @@ def test_work_added_to_the_steps_or_a_prefill_done_before_the_call_is_not_the_re
     # generate's own criteria, slow on a loaded machine (their thread pool waits to be scheduled), add none.
     loaded = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=2.2, processors_s=0.98)], ARGUMENT)
     assert unmatched_generations(loaded, REFERENCE, exact_row) == []
+
+
+def test_a_streamer_or_hooks_that_take_a_share_of_the_call_add_work() -> None:
+    """A streamer or forward hooks (or sleeps on generate's thread) that take a fifth of the call or more are work the
+    reference's call does not do; a streamer that decodes each token (a few percent of the call) is not."""
+    sleepy = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, added_items=1, added_s=0.1)], ARGUMENT)
+    (missing,) = unmatched_generations(sleepy, REFERENCE, exact_row)
+    assert missing.differ == ("added",)
+    streaming = behaviour([generation(1, [PROMPT], 17, 0.0, duration_s=0.3, added_items=1, added_s=0.015)], ARGUMENT)
+    assert unmatched_generations(streaming, REFERENCE, exact_row) == []
+
+
+def test_assisted_decoding_or_a_model_with_parts_taken_out_is_not_the_reference_s_call() -> None:
+    """Prompt lookup (an assistant) decodes with other work per token than greedy search; a model whose blocks were
+    taken out for the call (fewer parameter tensors than the reference's run of the same model) is another model."""
+    reference = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28)], ARGUMENT)
+    assisted = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, decoding="_assisted_decoding")], ARGUMENT)
+    (missing,) = unmatched_generations(assisted, reference, exact_row)
+    assert missing.differ == ("beams",)
+    truncated = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=16)], ARGUMENT)
+    (missing,) = unmatched_generations(truncated, reference, exact_row)
+    assert missing.differ == ("model",)
+    same = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, decoding="_sample")], ARGUMENT)
+    assert unmatched_generations(same, reference, exact_row) == []

@@ -55,11 +55,13 @@ class Generation:
 
     model: str  # see model_labels
     serial: int
+    size: int | None  # the parameter tensors its model held (None: not recorded)
     rows: tuple[tuple[int, ...], ...] | None  # each row's ids without padding (None: not readable)
     width: int  # the batch's width, padding included
     limit: int | None  # the effective limit of new tokens (max_new_tokens, else max_length less the prompt)
     use_cache: bool | None
     beams: int  # beam search's beams (1: greedy or sampling; a setting not readable counts as 1)
+    assisted: bool  # it decoded with an assistant (a draft model, prompt lookup): other work per token than greedy's
     padding: str | None  # the side padded ("left", "right"), None where no row is padded
     dtype: str  # what the model computed in: autocast's dtype where it was on, else the model's
     device: str
@@ -84,11 +86,13 @@ class Generation:
         return cls(
             model=labels.get(event["model_serial"], ANOTHER),
             serial=event["model_serial"],
+            size=size if isinstance(size := event.get("model_size"), int) and not isinstance(size, bool) else None,
             rows=tuple(tuple(row) for row in rows) if rows is not None else None,
             width=int(shape[-1]) if shape and isinstance(shape[-1], int) else 0,
             limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
             use_cache=use_cache if isinstance(use_cache, bool) else (True if use_cache is None else None),
             beams=beams if isinstance(beams := event.get("num_beams"), int) and not isinstance(beams, bool) and beams > 0 else 1,
+            assisted=event.get("decoding") == "_assisted_decoding",
             padding=event["padding_side"],
             dtype=str(event["autocast"] or event["model_dtype"]),
             device=str(event["model_device"]).split(":")[0],
@@ -113,15 +117,35 @@ class Generation:
 # 2.2 s call), so a call that added none is never charged; a step clock of the student's costs next to nothing, one
 # that sleeps, or blocks a hundred word pairs, takes most of the call.
 ADDED_SHARE, ADDED_ABS_S = 0.4, 0.005
+# The share its streamer and forward hooks may take: their time is theirs alone (generate has none of its own), so a
+# smaller share tells; a streamer decoding each token, a hook reading a clock, take a few percent.
+HOOKS_SHARE = 0.2
 
 
 def adds_work(event: GenerateEvent) -> bool:
     """Whether a generate call added logits processors or stopping criteria (passed, or built by generate from a
-    setting such as bad_words_ids) and its processors and stopping criteria took a large share of it."""
+    setting such as bad_words_ids) and its processors and stopping criteria took a large share of it; or hung a
+    streamer or forward hooks on it that took a share of it."""
+    duration = float(event["duration_s"] or 0.0)
+    hooked = float(event.get("added_s") or 0.0)
+    if event.get("added_items") and hooked > max(HOOKS_SHARE * duration, ADDED_ABS_S):
+        return True
     if not event.get("custom_processors"):
         return False
     spent = float(event.get("processors_s") or 0.0)
-    return spent > max(ADDED_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
+    return spent > max(ADDED_SHARE * duration, ADDED_ABS_S)
+
+
+def added_work_text(event: GenerateEvent) -> str:
+    """What a generate that :func:`adds_work` added, in words, with the seconds it took."""
+    duration = float(event["duration_s"] or 0.0)
+    hooked = float(event.get("added_s") or 0.0)
+    if event.get("added_items") and hooked > max(HOOKS_SHARE * duration, ADDED_ABS_S):
+        return f"with a streamer or forward hooks that took {hooked:.3g} s of its {duration:.3g} s (work hung on every step)"
+    return (
+        f"with logits processors or stopping criteria that took {float(event.get('processors_s') or 0.0):.3g} s of its "
+        f"{duration:.3g} s (work added to every step: a processor of its own, or one a setting such as bad_words_ids builds)"
+    )
 
 
 def _prefilled(event: GenerateEvent) -> bool:
@@ -262,7 +286,8 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
     """The aspects in which a generate call differs from the wanted one."""
     differ = []
     for aspect in aspects:
-        if aspect == "model" and found.model != wanted.model:
+        resized = found.size is not None and wanted.size is not None and found.size != wanted.size
+        if aspect == "model" and (found.model != wanted.model or resized):
             differ.append("model")
         elif aspect == "rows" and not _rows_fit(found.rows, wanted.rows, fits):
             differ.append("rows")
@@ -270,7 +295,7 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             differ.append("limit")
         elif aspect == "use_cache" and found.use_cache != wanted.use_cache:
             differ.append("use_cache")
-        elif aspect == "beams" and found.beams != wanted.beams:
+        elif aspect == "beams" and (found.beams != wanted.beams or found.assisted != wanted.assisted):
             differ.append("beams")
         elif aspect == "padding" and (
             (wanted.padding is not None and found.padding != wanted.padding)
@@ -364,17 +389,17 @@ def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str]
 
 
 DIFFERENCE_TEXT = {
-    "model": "another model",
+    "model": "another model (or the model given with parts taken out: fewer parameters)",
     "rows": "other token ids",
     "limit": "another limit of new tokens (or it stopped short of it: max_time, a stopping criterion)",
     "use_cache": "another use_cache",
-    "beams": "another number of beams (a beam search does several times the greedy search's work)",
+    "beams": "another decoding (beams, or an assistant such as prompt lookup: other work per token than greedy search)",
     "padding": "another padding side",
     "dtype": "another dtype",
     "device": "another device",
     "inputs": "inputs on another device than the model",
-    "added": "work added to or taken from its steps: logits processors or stopping criteria that took a share of it, or "
-    "a cache of the prompt filled before it (past_key_values)",
+    "added": "work added to or taken from its steps: logits processors, stopping criteria, a streamer or forward hooks "
+    "that took a share of it, or a cache of the prompt filled before it (past_key_values)",
 }
 
 

@@ -199,6 +199,13 @@ class GenerateEvent(TypedDict):
     num_beams: Setting  # beam search's beams as generate uses them (1: greedy or sampling)
     custom_processors: int  # logits processors and stopping criteria the call added (passed, or set in its generation config)
     processors_s: float  # seconds its logits processors and stopping criteria took, generate's own included
+    # Work the call hung on generate's steps besides processors: its streamer and the forward hooks on its model's
+    # modules (and global ones), and sleeps on its thread; how many, and the seconds they took (the hooks' and the
+    # streamer's CPU time, the sleeps' clock time: none of it generate's own).
+    model_size: NotRequired[int | None]  # the parameter tensors the model held as the call began
+    added_items: NotRequired[int]
+    added_s: NotRequired[float]
+    decoding: NotRequired[str | None]  # the decoding loop that ran (_sample, _beam_search, _assisted_decoding)
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
     decoding_loops: int  # the decoding loops of generate that ran inside it

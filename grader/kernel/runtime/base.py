@@ -21,6 +21,7 @@ _dumps = json.dumps
 _write = os.write
 _read = os.read
 _getpid = os.getpid
+_thread_time = time.thread_time
 
 MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
 MAX_STRING = 20_000  # characters of a string kept

@@ -5,6 +5,7 @@ A part of the grader's runtime (see :mod:`grader.kernel.runtime`): in the kernel
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
     from grader.kernel.runtime.instrument import (
         RECORDER,
         TOKENIZER_ENTRY_POINTS,
+        _counting_sleep,
         _instrumented_generate,
         _instrumented_synchronize,
         _instrumented_tokenizer_call,
@@ -61,6 +63,7 @@ def _instrumented_loop(original: Callable[..., Any]) -> Callable[..., Any]:
             RECORDER.record({"type": "bypass", "method": getattr(original, "__name__", "?"), "time": RECORDER.now()})
         elif RECORDER.current_generate is not None:
             RECORDER.current_generate["decoding_loops"] += 1
+            RECORDER.current_generate["decoding"] = getattr(original, "__name__", None)
         return original(self, *args, **kwargs)
 
     return loop
@@ -188,6 +191,8 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
 
     for steps in (LogitsProcessorList, StoppingCriteriaList):
         _replace(steps, "__call__", _instrumented_step_work(vars(steps)["__call__"]))
+    # Not watched as the instrumentation is (a notebook may replace time.sleep and only change its own sleeps).
+    time.sleep = _counting_sleep(time.sleep)
     if torch.cuda.is_available():  # only judged on CUDA: without it, a notebook may stub it out harmlessly
         # Every way to wait for the GPU, and CUDA events (a timer of events starts in stream order, without a wait).
         _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))

@@ -13,7 +13,7 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, which imports nothing of the grader
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _perf_counter,
         _read,
         _sleep,
+        _thread_time,
         _write,
     )
     from grader.kernel.runtime.install import _replace, _replaced_now
@@ -228,6 +229,15 @@ def forward_runner(model: Any) -> Any:
         else:
             current = getattr(current, "__wrapped__", None)
     return model
+
+
+def _parameter_count(model: Any) -> int | None:
+    """How many parameter tensors a model holds as it runs (a model whose blocks were taken out for a call holds fewer;
+    one whose embeddings were resized for an added [PAD] token holds as many)."""
+    try:
+        return sum(1 for _ in model.parameters())
+    except Exception:
+        return None
 
 
 def quantization_label(model: Any) -> str | None:
@@ -437,6 +447,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "model_type": _type_name(model),
         "model_device": str(getattr(model, "device", "unknown")),
         "model_dtype": str(getattr(runner, "dtype", "unknown")),
+        "model_size": _parameter_count(runner),
         "model_training": bool(getattr(model, "training", False)),
         "grad_enabled": torch.is_grad_enabled(),
         "autocast": _autocast(str(getattr(model, "device", "cpu"))),
@@ -457,6 +468,9 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "instrumentation_replaced": _replaced_now()[:8],
         "decoding_loops": 0,
         "processors_s": 0.0,
+        "added_items": 0,
+        "added_s": 0.0,
+        "decoding": None,
         "start": 0.0,
         "end": 0.0,
         "duration_s": 0.0,
@@ -485,7 +499,8 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         RECORDER.current_generate, RECORDER.choices = event, []
         event["start"] = RECORDER.now()
         try:
-            output = original(self, *args, **kwargs)
+            with _timing_added_work(self, kwargs, event):
+                output = original(self, *args, **kwargs)
             # Filled in before the event is recorded: a record is complete when it leaves the instrumentation.
             # A sampled token is not the greedy choice: only a greedy search's end is held to the model's own choice.
             sampled = _effective_setting(self, settings, "do_sample") is True
@@ -515,6 +530,90 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
 
     generate.__llm_grader_instrumented__ = True  # type: ignore[attr-defined]
     return generate
+
+
+def _timed_item(item: Callable[..., Any], event: GenerateEvent) -> Callable[..., Any]:
+    """``item`` (a hook, a streamer's method) adding the processor time it takes to ``event``'s ``added_s``: its
+    thread's CPU time, not the clock's (a streamer whose reader is another thread waits for the interpreter lock on a
+    loaded machine; that wait is no work). Its sleeps are counted by :func:`_counting_sleep`."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = _thread_time()
+        try:
+            return item(*args, **kwargs)
+        finally:
+            event["added_s"] += _thread_time() - began
+
+    return timed
+
+
+def _counting_sleep(original: Callable[[float], None]) -> Callable[[float], None]:
+    """``time.sleep`` that adds the time it slept on the thread running a generate to that generate's ``added_s`` (and
+    counts an added item): generate never sleeps, so a sleep inside it (a hook, a streamer, a logits processor) is work
+    the notebook added. Sleeps on other threads (a reader polling for the worker) are theirs."""
+
+    @_wraps(original)
+    def sleep(seconds: float) -> None:
+        event = RECORDER.current_generate
+        if event is None or event.get("thread") != threading.get_native_id():
+            return original(seconds)
+        began = _perf_counter()
+        try:
+            return original(seconds)
+        finally:
+            event["added_s"] = float(event.get("added_s") or 0.0) + _perf_counter() - began
+            event["added_items"] = int(event.get("added_items") or 0) + 1
+
+    return sleep
+
+
+@contextlib.contextmanager
+def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent) -> Iterator[None]:
+    """While a generate runs, time the work the notebook hung on its steps besides logits processors: the streamer's
+    ``put`` and ``end``, and the forward hooks (pre and post) on the model's modules and the global ones. Each is
+    put back as it was after the call. A model loads with no hooks; none of these is generate's own."""
+    restore: list[Callable[[], None]] = []
+    try:
+        with contextlib.suppress(Exception):
+            import torch
+
+            owners = [*model.modules(), None]
+            for module in owners:
+                for name in ("_forward_hooks", "_forward_pre_hooks"):
+                    hooks = (
+                        getattr(module, name, None)
+                        if module is not None
+                        else getattr(torch.nn.modules.module, f"_global{name}", None)
+                    )
+                    if not isinstance(hooks, dict) or not hooks:
+                        continue
+                    saved = dict(hooks)
+                    for key, hook in saved.items():
+                        hooks[key] = _timed_item(hook, event)
+                    event["added_items"] += len(saved)
+                    restore.append(
+                        lambda hooks=hooks, saved=saved: hooks.update({key: saved[key] for key in saved if key in hooks})
+                    )
+        streamer = kwargs.get("streamer")
+        if streamer is not None:
+            event["added_items"] += 1
+            for name in ("put", "end"):
+                with contextlib.suppress(Exception):
+                    own = vars(streamer).get(name, _MISSING) if hasattr(streamer, "__dict__") else _MISSING
+                    setattr(streamer, name, _timed_item(getattr(streamer, name), event))
+                    restore.append(
+                        (lambda name=name: delattr(streamer, name))
+                        if own is _MISSING
+                        else (lambda name=name, own=own: setattr(streamer, name, own))
+                    )
+        yield
+    finally:
+        for undo in reversed(restore):
+            with contextlib.suppress(Exception):
+                undo()
+
+
+_MISSING = object()
 
 
 def record_output(

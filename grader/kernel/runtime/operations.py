@@ -446,7 +446,7 @@ def watch_definition(name: str) -> Callable[[Any], Any]:
     function as defined, watched from its definition on (its calls in the very cell that defines it included)."""
 
     def decorate(function: Any) -> Any:
-        if not callable(function):
+        if not callable(function) or function is NOTEBOOK_WATCHED.get(name, (None, None))[1]:
             return function
         watcher = _watched(name, function, "notebook")
         NOTEBOOK_WATCHED[name] = (function, watcher)
@@ -474,6 +474,20 @@ def _watching_definitions(names: list[str]) -> Any:
                 if isinstance(target, ast.Name) and target.id in names
             }
             for statement in node.body:
+                # A watched name bound to what an expression makes (a factory, functools.partial, a lambda) is
+                # watched from that statement on, its calls later in the cell included.
+                target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 else None
+                if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                    target = statement.target
+                value = getattr(statement, "value", None)
+                if isinstance(target, ast.Name) and target.id in names and value is not None and not isinstance(value, ast.Name):
+                    wrapper = ast.parse(
+                        f"__import__('sys').modules[{module!r}].watch_definition({target.id!r})(None)", mode="eval"
+                    ).body
+                    assert isinstance(wrapper, ast.Call)
+                    wrapper.args = [value]
+                    statement.value = ast.copy_location(wrapper, value)
+                    ast.fix_missing_locations(statement)
                 if not isinstance(statement, ast.FunctionDef):
                     continue
                 watched = statement.name if statement.name in names else aliases.get(statement.name)
