@@ -25,7 +25,7 @@ from grader.checks.loss import (
     reference_variants,
 )
 from grader.checks.shapes import keys
-from grader.checks.timed import Timed, timed_call
+from grader.checks.timed import TIMED_ASPECTS, Timed, timed_call
 from grader.checks.timing import LatencyTolerance
 from grader.kernel.harness import CallOutcome
 from grader.kernel.values import is_number, kind_of, scalar
@@ -214,6 +214,9 @@ def timing_calls(context: CheckContext, params: TimingParams) -> list[tuple[int,
             call,
             lambda value: value.get("latency_s"),
             returns,
+            # And the dtype: the generate times the model it is given as it is (autocast to bfloat16 times another
+            # precision; nothing in the course asks for it here).
+            aspects=(*TIMED_ASPECTS, "dtype"),
             memo=f"{call}:{params.pace_s}:{objects.own}",
         )
         calls.append((max_new_tokens, timed))

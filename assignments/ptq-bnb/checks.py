@@ -28,13 +28,13 @@ from grader.checks.base import (
     failed_call,
     number,
 )
-from grader.checks.behaviour import adds_work, carrying
+from grader.checks.behaviour import added_work_text, adds_work, carrying
 from grader.checks.calls import Argument, grader_model, grader_tokenizer
 from grader.checks.identity import fingerprint_difference, other_model, reference_fingerprint
 from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timed import Timed, judge_timed_settings, timed_call
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width, tokens_limit
 from grader.discover.notebook import called_names
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
@@ -292,31 +292,35 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         ended = [event for event in record.generates if began <= float(event["start"]) and float(event["end"]) <= call.time]
         finished = any(began < float(event["end"]) <= call.time for event in record.generates)
         previous = call.time
-        if not isinstance(call.prompt, str):
-            continue
+        # A prompt passed as a one-item list is that prompt; one the grader cannot read as text is judged on the rest.
+        prompt = call.prompt
+        if isinstance(prompt, (list, tuple)) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        shown = repr(prompt[:40]) if isinstance(prompt, str) else f"a {type(call.prompt).__name__} prompt"
         if not finished and (is_number(call.latency) or isinstance(call.text, str)):
             # A result without a generate: remembered from an earlier call (a cache), or another model's.
             return (
-                f"called with the prompt {call.prompt[:40]!r}, it returned a result, but no generate ran during the call: "
+                f"called with the prompt {shown}, it returned a result, but no generate ran during the call: "
                 "each call must generate (a result kept from an earlier call is not a new measurement)"
             )
         if not ended:
             continue
         timed = ended[-1]
-        ids = list(context.models.tokenizer(hub_id)(call.prompt)["input_ids"])
         rows = timed["rows"] or []
-        if not rows or not fits(list(rows[0]), ids):
-            return f"called with the prompt {call.prompt[:40]!r}, its generate ran another prompt"
-        if len(rows) > 1:
-            return (
-                f"called with the prompt {call.prompt[:40]!r}, its generate ran {len(rows)} rows for that one prompt: "
-                "a batch is other work than the one prompt the grader's calls time"
-            )
+        if isinstance(prompt, str):
+            ids = list(context.models.tokenizer(hub_id)(prompt)["input_ids"])
+            if not rows or not fits(list(rows[0]), ids):
+                return f"called with the prompt {shown}, its generate ran another prompt"
+            if len(rows) > 1:
+                return (
+                    f"called with the prompt {shown}, its generate ran {len(rows)} rows for that one prompt: "
+                    "a batch is other work than the one prompt the grader's calls time"
+                )
         if latency:
             took = call.time - call.start
             if is_number(call.latency) and float(call.latency) > took + 0.002:
                 return (
-                    f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
+                    f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
                     f"but the whole call took {took:.4g} s: a timer inside the function cannot read longer than it ran"
                 )
             # Any generate of the call: one timed without the cache and an untimed one with it for the text is the same.
@@ -331,23 +335,24 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 how = (
                     "without the KV cache (use_cache=False)"
                     if unalike[0]["use_cache"] is False
-                    else f"with logits processors or stopping criteria that took {float(unalike[0]['processors_s']):.3g} s "
-                    f"of its {float(unalike[0]['duration_s']):.3g} s (work added to every step: a processor of its own, or "
-                    "one a setting such as bad_words_ids builds)"
+                    else added_work_text(unalike[0])
                     if adds_work(unalike[0])
                     else "with beam search"
                 )
                 return (
-                    f"called with the prompt {call.prompt[:40]!r}, its generate ran {how}, which the grader's calls of "
+                    f"called with the prompt {shown}, its generate ran {how}, which the grader's calls of "
                     "it do not: every configuration is timed the same way (greedy, with the cache, nothing added)"
                 )
-            if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), ended):
+            # The generate its text came from, and repeats of its work (a best-of-three): a latency read on a
+            # shorter generate before it (five tokens timed, fifty run for the text) is not that call's.
+            full = [event for event in ended if tokens_limit(event) == tokens_limit(timed) and event["rows"] == timed["rows"]]
+            if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), full):
                 return (
-                    f"called with the prompt {call.prompt[:40]!r}, it returned a latency of {float(call.latency):.4g} s, "
+                    f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
                     f"but its generate took {float(timed['duration_s']):.4g} s"
                 )
             if is_number(call.latency):
-                readings.setdefault(call.serial, []).append((float(call.latency), ended))
+                readings.setdefault(call.serial, []).append((float(call.latency), full))
             continue
         limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
         if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
@@ -355,14 +360,12 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         if timed["cut_short"]:
             made = max(timed["new_tokens"] or [0])
             return (
-                f"called with the prompt {call.prompt[:40]!r}, its generate stopped after {made} of its {limit} new tokens "
+                f"called with the prompt {shown}, its generate stopped after {made} of its {limit} new tokens "
                 "at an end the model did not choose (an end-of-text id the call added, a stopping criterion, max_time)"
             )
         decodes = {_same_text(text) for text in decoded_variants(context, hub_id, timed).values()}
         if isinstance(call.text, str) and timed["output_ids"] and _same_text(call.text) not in decodes:
-            return (
-                f"called with the prompt {call.prompt[:40]!r}, it returned a text that is not a decode of its generate's output"
-            )
+            return f"called with the prompt {shown}, it returned a text that is not a decode of its generate's output"
     for pairs in readings.values():
         long = [(reported, ended) for reported, ended in pairs if not agrees_with_timed(together, reported, ended)]
         # Together: a run preempted between its timer and its generate now and then is noise; two runs that read long
@@ -1141,9 +1144,31 @@ def rows_runs(
     return judged
 
 
+def explained_footprints_mb(model: Model) -> list[float]:
+    """What a footprint function can give for a model: its bytes in MB, or one of the classic mistakes the memory check
+    charges (elements for bytes, no buffers, bytes, KB, decimal MB: see footprint_mistakes)."""
+    total = model.parameter_bytes + model.buffer_bytes
+    return [
+        total / MB,
+        (model.parameter_elements + model.buffer_elements) / MB,
+        model.parameter_elements / MB,
+        model.parameter_bytes / MB,
+        float(total),
+        total / 1024,
+        total / 1e6,
+    ]
+
+
 def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_tolerance: float) -> bool:
-    """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint function says of it."""
-    candidates = [configuration.true_footprint_mb(), *configuration.footprints_mb]
+    """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint
+    function says of it, where that is one of the things a footprint function can give for this model (its mistake is
+    charged in the memory check; a function that reports another number only for the notebook's configurations, which
+    the memory check's models do not load as, is not believed)."""
+    if configuration.model is None:
+        return False
+    explained = explained_footprints_mb(configuration.model)
+    believed = [value for value in configuration.footprints_mb if any(agrees(value, known, 1e-3) for known in explained)]
+    candidates = [configuration.true_footprint_mb(), *believed]
     return any(value is not None and agrees(reported, value, rel_tolerance) for value in candidates)
 
 

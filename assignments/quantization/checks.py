@@ -56,6 +56,7 @@ from grader.checks.timing import (
     LatencyTolerance,
     again_while,
     agrees_with_timed,
+    event_rows,
     judge_latency,
     judge_new_tokens,
     judge_rates,
@@ -1541,7 +1542,9 @@ def edge_runs(context: CheckContext, params: EdgeParams, hub_id: str, outcome: C
             runs[-1].events.append(event)
             continue
         previous = key
-        ids = list(event["input_ids"] or [])
+        # The prompt without its padding (a batch padded to a multiple of 8 holds "Hi" in 8 positions).
+        rows = event_rows(event)
+        ids = list(rows[0]) if rows else list(event["input_ids"] or [])
         runs.append(EdgeRun([event], edge_kinds(ids, reference_tokenizer.decode(ids, skip_special_tokens=True), params)))
     return runs[:12]
 
@@ -2207,7 +2210,14 @@ def _settings(event: GenerateEvent) -> dict[str, Any]:
         "max_new_tokens": tokens_limit(event),
         "use_cache": event["use_cache"] is not False,
         "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
+        "assisted": event.get("decoding") == "_assisted_decoding",
     }
+
+
+def _adds_work(event: GenerateEvent) -> bool:
+    """Whether a generate did work besides its model's decoding, or less of it (see behaviour.adds_work)."""
+    generation = Generation.of(event, {})
+    return generation.adds_work or generation.prefilled
 
 
 ALIKE_NAMES = {
@@ -2215,7 +2225,9 @@ ALIKE_NAMES = {
     "max_new_tokens": "another max_new_tokens",
     "use_cache": "another use_cache",
     "num_beams": "another number of beams",
+    "assisted": "another decoding (an assistant: a draft model, prompt lookup)",
     "warmed_up": "a warm-up in one measurement and none in the other",
+    "added_work": "work added to one's steps (a streamer, forward hooks, logits processors) or a prefilled cache",
 }
 
 
@@ -2249,7 +2261,9 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                         # measurement warmed and the other's cold times a first call's one-time costs in one row only.
                         within = [event for event in events if float(event["start"]) >= start]
                         warmed = warmup_before(within, timed) is not None
-                        settings.setdefault(scenario, []).append({**_settings(timed), "warmed_up": warmed})
+                        settings.setdefault(scenario, []).append(
+                            {**_settings(timed), "warmed_up": warmed, "added_work": _adds_work(timed)}
+                        )
                         if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
                             dtypes.append(str(timed["model_dtype"]))
     if reads_short and not measure_mistimes(context):
@@ -2279,6 +2293,8 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "max_new_tokens": lambda value: f"max_new_tokens={value}",
         "prompts": lambda value: f"{len(value)} prompt{'s' if len(value) != 1 else ''}",
         "warmed_up": lambda value: "warmed up" if value else "timed cold",
+        "assisted": lambda value: "assisted decoding" if value else "greedy decoding",
+        "added_work": lambda value: "with work added to its steps" if value else "plain",
     }
     found = "; ".join(
         f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ
