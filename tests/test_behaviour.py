@@ -43,7 +43,7 @@ def identify(fingerprint: Any) -> str | None:
 
 
 def generation(serial: int, rows: list[list[int]], limit: int, start: float, **fields: Any) -> Any:
-    width = max(len(row) for row in rows)
+    width = fields.pop("width", max(len(row) for row in rows))
     return generate_event(
         model_serial=serial,
         rows=rows,
@@ -292,3 +292,14 @@ def test_assisted_decoding_or_a_model_with_parts_taken_out_is_not_the_reference_
     assert missing.differ == ("model",)
     same = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, decoding="_sample")], ARGUMENT)
     assert unmatched_generations(same, reference, exact_row) == []
+
+
+def test_a_batch_padded_far_past_its_prompts_is_other_work_where_width_is_compared() -> None:
+    """Padding one scenario's batch to 512 positions slows it without changing its rows; a multiple of 8 does not."""
+    reference = behaviour([generation(1, [PROMPT], 17, 0.0, width=3)], ARGUMENT)
+    wide = behaviour([generation(1, [PROMPT], 17, 0.0, width=512)], ARGUMENT)
+    (missing,) = unmatched_generations(wide, reference, exact_row, ("rows", "limit", "width"))
+    assert missing.differ == ("width",)
+    eight = behaviour([generation(1, [PROMPT], 17, 0.0, width=8)], ARGUMENT)
+    assert unmatched_generations(eight, reference, exact_row, ("rows", "limit", "width")) == []
+    assert unmatched_generations(wide, reference, exact_row, ("rows", "limit")) == []  # not compared where not asked

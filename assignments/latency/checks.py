@@ -120,6 +120,8 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
     """resolve_precision accepts float32 and float16 in any capitalisation, and follows the device argument."""
     cases = [(s, "cpu", "torch.float32") for s in context.rng.sample(params.float32, min(params.draws, len(params.float32)))]
     cases += [(s, "cuda", "torch.float16") for s in context.rng.sample(params.float16, min(params.draws, len(params.float16)))]
+    # And float32 where CUDA is: it stays float32 there (not drawn, so the other checks' draws stay as they were).
+    cases.append((params.float32[0], "cuda", "torch.float32"))
     for spelling, device, expected in cases:
         call = f"{params.function}({spelling!r}, {device!r})"
         outcome = _resolve(context, params.function, spelling, device)
@@ -133,7 +135,13 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
             )
         dtype, _ = _resolved(context, params.function, spelling, device)
         if dtype.name != expected:
-            hint = " It should follow the device argument." if device == "cuda" else ""
+            hint = (
+                " It should follow the device argument."
+                if expected == "torch.float16"
+                else " float32 stays float32 on every device."
+                if device == "cuda"
+                else ""
+            )
             return Verdict.failed(f"{call} returned {dtype.name}, not {expected}.{hint}", expected=expected, found=dtype.name)
     return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
 
@@ -149,6 +157,20 @@ def precision_cpu_fallback(context: CheckContext, params: PrecisionParams) -> Ve
             expected="torch.float32",
             found=dtype.name,
         )
+    # In any capitalisation (a fallback tested before the name is normalised misses 'FLOAT16'); a spelling the
+    # resolver rejects is charged in precision-names.
+    spelling = next((name for name in params.float16 if name != name.lower()), None)
+    if spelling is not None:
+        outcome = _resolve(context, params.function, spelling, "cpu")
+        resolved = outcome.value[0] if outcome.ok and isinstance(outcome.value, (tuple, list)) and outcome.value else None
+        name = getattr(resolved, "name", None)
+        if outcome.ok and name is not None and name != "torch.float32":
+            return Verdict.failed(
+                f"{params.function}({spelling!r}, 'cpu') returned {name}: on the CPU, float16 in any capitalisation must "
+                "fall back to float32 (normalise the name before testing it).",
+                expected="torch.float32",
+                found=str(name),
+            )
     _, plain = _resolved(context, params.function, "float32", "cpu")
     if label == plain or not any(name in label.casefold() for name in ("float32", "fp32")):
         return Verdict.failed(

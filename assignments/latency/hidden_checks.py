@@ -151,9 +151,11 @@ class InvalidPrecisionParams(TargetParams):
 @check_kind("precision_invalid", InvalidPrecisionParams)
 def precision_invalid(context: CheckContext, params: InvalidPrecisionParams) -> Verdict:
     """resolve_precision rejects other values with a ValueError naming float32 and float16."""
-    for value in context.rng.sample(params.invalid, min(params.draws, len(params.invalid))):
-        call = f"{params.function}({value!r}, 'cpu')"
-        outcome = _resolve(context, params.function, value, "cpu")
+    # Drawn values on the CPU, and one where CUDA is (not drawn: the other checks' draws stay as they were).
+    asked = [(value, "cpu") for value in context.rng.sample(params.invalid, min(params.draws, len(params.invalid)))]
+    for value, device in [*asked, (params.invalid[0], "cuda")]:
+        call = f"{params.function}({value!r}, {device!r})"
+        outcome = _resolve(context, params.function, value, device)
         exception = expect_raise(outcome, call)
         if exception is None:
             return Verdict.failed(

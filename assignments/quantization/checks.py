@@ -652,7 +652,7 @@ def ptq_generates(context: CheckContext, params: PtqParams) -> Verdict:
 
 SETTINGS = tuple((use_cache, side) for use_cache in (True, False) for side in ("left", "right"))
 # What each setting's timed generate is compared on with the reference's.
-ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs", "added")
+ABLATION_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "width", "device", "inputs", "added")
 
 
 def setting_key(use_cache: bool, side: str) -> str:
@@ -819,7 +819,7 @@ def _setting_rates_problem(
 
 BATCH_COLUMNS = ("batch_size", "latency_s", "tokens_per_s", "latency_per_sample_s")
 # What each batch's timed generate is compared on with the reference's (or the seed's grouping's).
-BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs", "added")
+BATCH_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "width", "device", "inputs", "added")
 
 
 class BatchParams(PromptsParams, TargetParams):
@@ -2227,6 +2227,7 @@ ALIKE_NAMES = {
     "num_beams": "another number of beams",
     "assisted": "another decoding (an assistant: a draft model, prompt lookup)",
     "warmed_up": "a warm-up in one measurement and none in the other",
+    "padded_wide": "a batch padded far past its longest prompt in one and not the other",
     "added_work": "work added to one's steps (a streamer, forward hooks, logits processors) or a prefilled cache",
 }
 
@@ -2262,7 +2263,12 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                         within = [event for event in events if float(event["start"]) >= start]
                         warmed = warmup_before(within, timed) is not None
                         settings.setdefault(scenario, []).append(
-                            {**_settings(timed), "warmed_up": warmed, "added_work": _adds_work(timed)}
+                            {
+                                **_settings(timed),
+                                "warmed_up": warmed,
+                                "added_work": _adds_work(timed),
+                                "padded_wide": Generation.of(timed, {}).padded_wide,
+                            }
                         )
                         if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
                             dtypes.append(str(timed["model_dtype"]))
@@ -2295,6 +2301,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "warmed_up": lambda value: "warmed up" if value else "timed cold",
         "assisted": lambda value: "assisted decoding" if value else "greedy decoding",
         "added_work": lambda value: "with work added to its steps" if value else "plain",
+        "padded_wide": lambda value: "padded far past its prompts" if value else "padded to its longest prompt",
     }
     found = "; ".join(
         f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ

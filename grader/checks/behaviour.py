@@ -106,6 +106,15 @@ class Generation:
         )
 
     @property
+    def padded_wide(self) -> bool:
+        """Whether its batch is padded far past its longest prompt (more padding than that prompt, and more than 16
+        positions): attention over masked positions is work the prompts do not need (a multiple of 8 is not wide)."""
+        if not self.rows or not self.width:
+            return False
+        longest = max(len(row) for row in self.rows)
+        return self.width - longest > max(16, longest)
+
+    @property
     def produced(self) -> bool:
         """Whether it returned and generated at least one token."""
         return self.error is None and bool(self.new_tokens) and any(count > 0 for count in self.new_tokens or ())
@@ -302,6 +311,8 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             or (found.padding == "right" and wanted.padding != "right")  # it generates after its padding
         ):
             differ.append("padding")
+        elif aspect == "width" and found.padded_wide and not wanted.padded_wide:
+            differ.append("width")
         elif aspect == "dtype" and found.dtype != wanted.dtype:
             differ.append("dtype")
         elif aspect == "device" and found.device != wanted.device:
@@ -395,6 +406,7 @@ DIFFERENCE_TEXT = {
     "use_cache": "another use_cache",
     "beams": "another decoding (beams, or an assistant such as prompt lookup: other work per token than greedy search)",
     "padding": "another padding side",
+    "width": "a batch padded far past its longest prompt (work on masked positions)",
     "dtype": "another dtype",
     "device": "another device",
     "inputs": "inputs on another device than the model",
