@@ -213,6 +213,23 @@ def _starter_with(starter: Path, donor: Path, names: Iterable[str]) -> nbformat.
     return graft(starter, donor, names)
 
 
+def _docstring_lines(path: Path) -> set[str]:
+    """The lines of every docstring in a notebook's code cells (those that parse)."""
+
+    found = set()
+    for source in _code_sources(path):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                docstring = ast.get_docstring(node, clean=False)
+                if docstring:
+                    found |= {line.strip() for line in docstring.splitlines() if len(line.strip()) > 3}
+    return found
+
+
 def _lines_of(text: str, span: tuple[int, int]) -> list[str]:
     return text.splitlines()[span[0] - 1 : span[1]]
 
@@ -234,7 +251,9 @@ def test_filled_in_code_is_the_students_own(assignment: str) -> None:
         lines = code.splitlines()
         assert len(lines) >= 10, path.name
         assert not given & {line.strip() for line in lines}, path.name
-        assert not [line for line in lines if line.lstrip().startswith("#") or '"""' in line], path.name
+        # No comment and no docstring line (a triple-quoted SQL string in the student's code is code, not a docstring).
+        assert not [line for line in lines if line.lstrip().startswith("#")], path.name
+        assert not _docstring_lines(path) & {line.strip() for line in lines}, path.name
     # Without a starter, everything but comments, docstrings and blank lines is the student's.
     assert len(filled_in_code(starter, None).splitlines()) > 20
 
