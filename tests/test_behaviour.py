@@ -9,6 +9,7 @@ from typing import Any
 from grader.checks.behaviour import (
     ANOTHER,
     Behaviour,
+    describe_generation,
     exact_row,
     judge_passes,
     model_labels,
@@ -291,6 +292,18 @@ def test_assisted_decoding_or_a_model_with_parts_taken_out_is_not_the_reference_
     (missing,) = unmatched_generations(truncated, reference, exact_row)
     assert missing.differ == ("model",)
     same = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, decoding="_sample")], ARGUMENT)
+    assert unmatched_generations(same, reference, exact_row) == []
+
+
+def test_a_model_running_code_of_the_notebook_s_is_not_the_reference_s_model() -> None:
+    """A generate whose model ran a module class's forward the notebook replaced (every block but the first skipped,
+    the MLPs zeroed) is another model's call, and the description says which code ran."""
+    reference = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28)], ARGUMENT)
+    recoded = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, model_code=["GPT2MLP.forward"])], ARGUMENT)
+    (missing,) = unmatched_generations(recoded, reference, exact_row)
+    assert missing.differ == ("model",)
+    assert missing.closest is not None and "running the notebook's GPT2MLP.forward" in describe_generation(missing.closest)
+    same = behaviour([generation(1, [PROMPT], 17, 0.0, model_size=28, model_code=[])], ARGUMENT)
     assert unmatched_generations(same, reference, exact_row) == []
 
 

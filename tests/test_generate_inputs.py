@@ -140,6 +140,52 @@ def test_a_forward_borrowed_from_another_model_is_what_the_generate_ran() -> Non
     assert forward_runner(model) is model
 
 
+def test_the_runtime_names_the_code_of_the_notebook_s_a_model_runs() -> None:
+    """A module class's forward replaced (by the notebook's function or by another library routine), a submodule's
+    forward set to the notebook's code, a class the notebook made that overrides a library block: each is named, and
+    the watch taken as a generate began sees the class change; the library's own code, restored, is nothing."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.models.gpt2 import modeling_gpt2
+
+    from grader.kernel.runtime import code_changed, model_code, remember_class
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32))
+    assert model_code(model)[0] == []
+    original = modeling_gpt2.GPT2MLP.forward
+    _, watch = model_code(model)
+    try:
+        modeling_gpt2.GPT2MLP.forward = lambda self, hidden_states: torch.zeros_like(hidden_states)  # type: ignore[method-assign]
+        assert code_changed(watch)
+        assert model_code(model)[0] == ["GPT2MLP.forward"]
+        modeling_gpt2.GPT2MLP.forward = torch.nn.Identity.forward  # type: ignore[assignment]
+        assert model_code(model)[0] == ["GPT2MLP.forward"]
+    finally:
+        modeling_gpt2.GPT2MLP.forward = original  # type: ignore[method-assign]
+    assert model_code(model)[0] == []
+
+    block = model.transformer.h[1]
+    block.forward = lambda hidden_states, *args, **kwargs: (hidden_states,)  # type: ignore[method-assign]
+    assert model_code(model)[0] == ["transformer.h.1.forward (set on the module)"]
+    del block.forward
+
+    class SkippedBlock(modeling_gpt2.GPT2Block):
+        def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return (hidden_states,)
+
+    remember_class(SkippedBlock)  # as the runtime does for every module class made once it is installed
+    block.__class__ = SkippedBlock
+    assert model_code(model)[0] == ["SkippedBlock.forward (a class the notebook made)"]
+    block.__class__ = modeling_gpt2.GPT2Block
+
+    class Scaled(torch.nn.Module):  # a module of the notebook's own, overriding no library class's routine
+        def forward(self, x: Any) -> Any:
+            return x
+
+    remember_class(Scaled)
+    model.extra = Scaled()
+    assert model_code(model)[0] == []
+
+
 def test_work_added_from_settings_counts_as_processors_of_the_call() -> None:
     from grader.kernel.runtime import _custom_processors
 

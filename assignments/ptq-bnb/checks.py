@@ -316,6 +316,12 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                     f"called with the prompt {shown}, its generate ran {len(rows)} rows for that one prompt: "
                     "a batch is other work than the one prompt the grader's calls time"
                 )
+        recoded = next((event for event in ended if event.get("model_code")), None)
+        if recoded is not None:
+            return (
+                f"called with the prompt {shown}, its generate ran with code of the notebook's in place of the model's "
+                f"({', '.join(recoded.get('model_code') or [])}): its text and latency are not the model's"
+            )
         if latency:
             took = call.time - call.start
             if is_number(call.latency) and float(call.latency) > took + 0.002:
@@ -944,6 +950,10 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
             ran_as = event_kind(generated)
             loaded_as = kinds.get(int(generated["model_serial"]))
             if loaded_as not in (None, "other", "changed", ran_as) and ran_as is not None and not generated["error"]:
+                kinds[int(generated["model_serial"])] = "changed"
+            # A model that ran with code of the notebook's in place of its own (a module class's forward replaced)
+            # computed something else than the model.
+            if generated.get("model_code") and not generated["error"]:
                 kinds[int(generated["model_serial"])] = "changed"
         calls = []
         for event in notebook.returned_events(params.timed_function):

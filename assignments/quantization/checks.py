@@ -1687,9 +1687,7 @@ def _judge_edges(context: CheckContext, params: EdgeParams, hub_id: str, max_new
     # Through measure_generation, each entry must also be what the calls of a prompt of its own returned: on a small
     # model two prompts' generate calls can take the same time, so one entry copying another's metrics fits a call.
     calls = measure_calls(outcome, params.measure_function)
-    if calls and (copied := _entry_unreported(params, reference_tokenizer, calls, value)) is not None:
-        return _unreported(call, params.measure_function, copied, value)
-    return None
+    return _entries_unreported(call, params, reference_tokenizer, calls, value) if calls else None
 
 
 def _misfiled(call: str, name: Any, value: dict[Any, Any]) -> Verdict:
@@ -1743,19 +1741,34 @@ def edges_asked(
         return coverage
     # Each entry reports what the calls of its own prompt returned (its generate calls, all on the one input
     # measure_generation generates, are not told apart: their metrics are what there is to match).
-    unmatched = _entry_unreported(params, reference_tokenizer, calls, value)
-    if unmatched is not None:
-        return _unreported(call, function, unmatched, value)
+    unreported = _entries_unreported(call, params, reference_tokenizer, calls, value)
+    if unreported is not None:
+        return unreported
     return Verdict.passed(
         f"All four edge prompt kinds were given to {function} with max_new_tokens={max_new_tokens}, each entry what its "
         f"call returned ({function} does not generate the prompts it is given, which is charged in its own checks)."
     )
 
 
-def _entry_unreported(params: EdgeParams, reference_tokenizer: Any, calls: list[MeasureCall], value: dict[Any, Any]) -> Any:
+def _entries_unreported(
+    call: str, params: EdgeParams, reference_tokenizer: Any, calls: list[MeasureCall], value: dict[Any, Any]
+) -> Verdict | None:
+    """The failed verdict where an entry is not what the calls of a prompt of its own returned: misfiled where every
+    entry is some call's metrics, only not under its own kind's key; else None."""
+    name = _entry_unreported(params, reference_tokenizer, calls, value)
+    if name is None:
+        return None
+    if keyed_kinds(value) is not None and _entry_unreported(params, reference_tokenizer, calls, value, by_kind=False) is None:
+        return _misfiled(call, name, value)
+    return _unreported(call, params.measure_function, name, value)
+
+
+def _entry_unreported(
+    params: EdgeParams, reference_tokenizer: Any, calls: list[MeasureCall], value: dict[Any, Any], by_kind: bool = True
+) -> Any:
     """The key of the first edge entry whose metrics are not what the calls of a prompt of its own returned (the calls
     grouped by the prompts they were given, each group to one entry at most, of the kind its key names where the keys
-    name the four kinds); None if every entry is."""
+    name the four kinds and ``by_kind``); None if every entry is."""
     groups: dict[tuple[str, ...], list[MeasureCall]] = {}
     for measured in calls:
         groups.setdefault(tuple(measured.prompts or ()), []).append(measured)
@@ -1767,7 +1780,7 @@ def _entry_unreported(params: EdgeParams, reference_tokenizer: Any, calls: list[
         for prompts, _ in spans
     ]
     names = list(value)
-    kinds = keyed_kinds(value)
+    kinds = keyed_kinds(value) if by_kind else None
     fits = [
         [
             index

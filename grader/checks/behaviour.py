@@ -56,6 +56,7 @@ class Generation:
     model: str  # see model_labels
     serial: int
     size: int | None  # the parameter tensors its model held (None: not recorded)
+    code: tuple[str, ...]  # what of its model's code was not the library's as it ran (GPT2MLP.forward replaced)
     rows: tuple[tuple[int, ...], ...] | None  # each row's ids without padding (None: not readable)
     width: int  # the batch's width, padding included
     limit: int | None  # the effective limit of new tokens (max_new_tokens, else max_length less the prompt)
@@ -87,6 +88,7 @@ class Generation:
             model=labels.get(event["model_serial"], ANOTHER),
             serial=event["model_serial"],
             size=size if isinstance(size := event.get("model_size"), int) and not isinstance(size, bool) else None,
+            code=tuple(str(name) for name in event.get("model_code") or ()),
             rows=tuple(tuple(row) for row in rows) if rows is not None else None,
             width=int(shape[-1]) if shape and isinstance(shape[-1], int) else 0,
             limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
@@ -296,7 +298,8 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
     differ = []
     for aspect in aspects:
         resized = found.size is not None and wanted.size is not None and found.size != wanted.size
-        if aspect == "model" and (found.model != wanted.model or resized):
+        recoded = bool(found.code) and found.code != wanted.code
+        if aspect == "model" and (found.model != wanted.model or resized or recoded):
             differ.append("model")
         elif aspect == "rows" and not _rows_fit(found.rows, wanted.rows, fits):
             differ.append("rows")
@@ -383,6 +386,8 @@ def stray_generations(student: Behaviour, reference: Behaviour) -> list[Generati
 def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str] | None = None, show_rows: bool = True) -> str:
     """A generate call in words: its model, rows, limit, cache, padding and dtype."""
     parts = [label_text(call.model)]
+    if call.code:
+        parts[0] += f" running the notebook's {', '.join(call.code)}"
     if show_rows and call.rows is not None:
         if decode is not None and len(call.rows) == 1:
             text = decode(call.rows[0])
@@ -400,7 +405,8 @@ def describe_generation(call: Generation, decode: Callable[[Sequence[int]], str]
 
 
 DIFFERENCE_TEXT = {
-    "model": "another model (or the model given with parts taken out: fewer parameters)",
+    "model": "another model (or the model given with parts taken out: fewer parameters; or with code of the notebook's "
+    "in place of the model's own, such as a module class's forward replaced)",
     "rows": "other token ids",
     "limit": "another limit of new tokens (or it stopped short of it: max_time, a stopping criterion)",
     "use_cache": "another use_cache",

@@ -203,6 +203,7 @@ class GenerateEvent(TypedDict):
     # modules (and global ones), and sleeps on its thread; how many, and the seconds they took (the hooks' and the
     # streamer's CPU time, the sleeps' clock time: none of it generate's own).
     model_size: NotRequired[int | None]  # the parameter tensors the model held as the call began
+    model_code: NotRequired[list[str]]  # what in its model's code was not the library's as it ran (GPT2MLP.forward)
     added_items: NotRequired[int]
     added_s: NotRequired[float]
     decoding: NotRequired[str | None]  # the decoding loop that ran (_sample, _beam_search, _assisted_decoding)

@@ -21,8 +21,10 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _instrumented_tokenizer_load,
         _instrumenting_forward,
         _wraps,
+        library_roots,
         open_events,
         open_pauses,
+        remember_module_classes,
     )
     from grader.kernel.runtime.operations import watch_notebook
     from grader.kernel.runtime.values import instrument_onnxruntime
@@ -215,6 +217,8 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     loader = vars(transformers.PreTrainedTokenizerBase)["from_pretrained"]
     _replace(transformers.PreTrainedTokenizerBase, "from_pretrained", classmethod(_instrumented_tokenizer_load(loader.__func__)))
     speed_up_masks()
+    library_roots()
+    remember_module_classes()
     INSTALLED["transformers"] = transformers.__version__
     return environment()
 

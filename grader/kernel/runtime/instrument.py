@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _thread_time,
         _write,
     )
-    from grader.kernel.runtime.install import _replace, _replaced_now
+    from grader.kernel.runtime.install import INSTRUMENTED, _replace, _replaced_now
     from grader.kernel.runtime.operations import _without_nan, seen_model
     from grader.kernel.runtime.values import _type_name, linear_layers
 
@@ -238,6 +238,199 @@ def _parameter_count(model: Any) -> int | None:
         return sum(1 for _ in model.parameters())
     except Exception:
         return None
+
+
+# The code each module class held as it was made (its routines, by name), and whether the notebook made it: a class
+# whose forward the notebook replaces runs other work than the model's (a block skipped, an MLP zeroed).
+CLASS_CODE: weakref.WeakKeyDictionary[type, tuple[dict[str, Any], bool]] = weakref.WeakKeyDictionary()
+LIBRARY_ROOTS: list[str] = []  # the folders library code comes from (sys.path as the runtime installed, less the cwd)
+_FOREIGN_FILES: dict[str, bool] = {}
+_CODE_WATCH: dict[int, list[tuple[Any, ...]]] = {}  # id(generate event) -> what its model's code was as it began
+MAX_CODE_CHANGES = 8
+
+
+def _class_code(cls: type) -> dict[str, Any]:
+    """A class's own routines (functions, class and static methods, properties), by name."""
+    kinds = (classmethod, staticmethod, property, functools.partial, functools.partialmethod)
+    return {name: value for name, value in vars(cls).items() if inspect.isroutine(value) or isinstance(value, kinds)}
+
+
+def library_roots() -> list[str]:
+    """The folders library code lives in: the import path as the runtime installed (not the notebook's folder)."""
+    if not LIBRARY_ROOTS:
+        import sys
+        import sysconfig
+
+        here = os.path.realpath(os.getcwd())
+        paths = sysconfig.get_paths()
+        candidates = [*sys.path, *(paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths)]
+        roots = {os.path.realpath(path) for path in candidates if isinstance(path, str) and path and os.path.isdir(path)}
+        LIBRARY_ROOTS.extend(sorted(root for root in roots if root not in (here, os.sep)) or [os.sep + "\0"])
+    return LIBRARY_ROOTS
+
+
+def foreign_file(filename: str) -> bool:
+    """Whether code compiled from ``filename`` is the notebook's (a cell, an exec'd string, a file in its folder)
+    rather than a library's."""
+    known = _FOREIGN_FILES.get(filename)
+    if known is None:
+        real = os.path.realpath(filename) if os.path.isabs(filename) else filename
+        here = os.path.realpath(os.getcwd())
+        inside = lambda root: real == root or real.startswith(root.rstrip(os.sep) + os.sep)  # noqa: E731
+        known = _FOREIGN_FILES[filename] = inside(here) or not any(inside(root) for root in library_roots())
+    return known
+
+
+def _code_file(value: Any) -> str | None:
+    """The file the function behind ``value`` (a method, a class or static method, a partial) was compiled from."""
+    for _ in range(8):
+        if isinstance(value, (classmethod, staticmethod)) or inspect.ismethod(value):
+            value = value.__func__
+        elif isinstance(value, (functools.partial, functools.partialmethod)):
+            value = value.func
+        elif isinstance(value, property):
+            value = value.fget
+        else:
+            break
+    return value.__code__.co_filename if inspect.isfunction(value) else None
+
+
+def foreign_code(value: Any) -> bool:
+    filename = _code_file(value)
+    return filename is not None and foreign_file(filename)
+
+
+def remember_class(cls: type, depth: int = 1) -> None:
+    """Snapshot a module class's routines as it is made; made by the notebook where the statement (or ``type()``
+    call) that made it runs the notebook's code (``depth`` frames above this one, less ``__init_subclass__`` ones)."""
+    import sys
+
+    frame: Any = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_name == "__init_subclass__":
+        frame = frame.f_back
+    CLASS_CODE[cls] = (_class_code(cls), frame is not None and foreign_file(frame.f_code.co_filename))
+
+
+def _remembering_subclasses(cls: Any, **kwargs: Any) -> None:
+    """``torch.nn.Module.__init_subclass__``: every module class made after the runtime installed is remembered."""
+    import torch
+
+    super(torch.nn.Module, cls).__init_subclass__(**kwargs)
+    remember_class(cls, depth=2)
+
+
+def remember_module_classes() -> None:
+    """Snapshot the module classes made before the runtime installed (torch's, and transformers' loaded so far), and
+    remember every one made after."""
+    import torch
+
+    pending: list[type] = [torch.nn.Module]
+    while pending:
+        cls = pending.pop()
+        for klass in (cls, *cls.__mro__):
+            if klass is not object and klass not in CLASS_CODE:
+                CLASS_CODE[klass] = (_class_code(klass), False)
+        subclasses: list[type] = type.__subclasses__(cls)
+        pending.extend(sub for sub in subclasses if sub not in CLASS_CODE)
+    _replace(torch.nn.Module, "__init_subclass__", classmethod(_remembering_subclasses))
+
+
+def _changed_routine(cls: type, name: str, now: Any, was: Any, own: set[tuple[int, str, int]]) -> bool:
+    """Whether ``cls.name`` is no longer the routine it was made with: the runtime's own wrappers and a library's
+    wrapper of the original (``__wrapped__``) are the original; a routine a library added since is its own (as
+    transformers adds ``smart_apply`` to every module), one the notebook added is not."""
+    if now is was or (id(cls), name, id(now)) in own:
+        return False
+    if now is not None and foreign_code(now):
+        return True
+    if was is None:
+        return False
+    wrapped = now
+    for _ in range(8):
+        wrapped = getattr(wrapped, "__wrapped__", None) if inspect.isfunction(wrapped) else None
+        if wrapped is None:
+            return True
+        if wrapped is was:
+            return False
+    return True
+
+
+def model_code(model: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """What in the code ``model`` computes with is not the library's: the routines of its modules' classes (and their
+    bases) replaced since each class was made, classes the notebook made that override a library class's routine,
+    and a forward set on one of its submodules that is the notebook's code or another module's. With what to watch
+    while a call runs (see :func:`code_changed`)."""
+    changes: list[str] = []
+    watch: list[tuple[Any, ...]] = []
+    try:
+        import torch
+
+        modules = list(model.named_modules())
+    except Exception:
+        return changes, watch
+    own = {(id(owner), name, id(wrapper)) for owner, name, wrapper in INSTRUMENTED}
+    seen: set[type] = set()
+    for path, module in modules:
+        if module is not model and hasattr(module, "__dict__"):
+            attributes = vars(module)
+            forward = attributes.get("forward")
+            watch.append((attributes, "forward", forward))
+            if forward is not None:
+                owner = getattr(forward, "__self__", module)
+                if foreign_code(forward) or (isinstance(owner, torch.nn.Module) and owner is not module):
+                    changes.append(f"{path}.forward (set on the module)")
+        for cls in type(module).__mro__:
+            if cls is object or cls in seen:
+                continue
+            seen.add(cls)
+            if cls not in CLASS_CODE:
+                CLASS_CODE[cls] = (_class_code(cls), False)
+            made, by_notebook = CLASS_CODE[cls]
+            attributes = vars(cls)
+            watch.append((attributes, len(attributes)))
+            watch.extend((attributes, name, value) for name, value in made.items())
+            if by_notebook:
+                library = {
+                    name
+                    for base in cls.__mro__[1:]
+                    if base not in (object, torch.nn.Module) and not CLASS_CODE.get(base, ({}, True))[1]
+                    for name in CLASS_CODE[base][0]
+                }
+                overridden = sorted(name for name in made if name in library)
+                if overridden:
+                    changes.append(f"{cls.__name__}.{overridden[0]} (a class the notebook made)")
+                continue
+            now = _class_code(cls)
+            for name in sorted(made.keys() | now.keys()):
+                if _changed_routine(cls, name, now.get(name), made.get(name), own):
+                    changes.append(f"{cls.__name__}.{name}")
+    return sorted(set(changes))[:MAX_CODE_CHANGES], watch
+
+
+def code_changed(watch: list[tuple[Any, ...]]) -> bool:
+    """Whether anything ``watch`` (from :func:`model_code`) holds is no longer as it was."""
+    for item in watch:
+        if len(item) == 2:
+            if len(item[0]) != item[1]:
+                return True
+        elif item[0].get(item[1]) is not item[2]:
+            return True
+    return False
+
+
+def _note_model_code(event: GenerateEvent, model: Any) -> None:
+    """Add what is not the library's code in ``model`` now to ``event``'s ``model_code``."""
+    changes, watch = model_code(model)
+    _CODE_WATCH[id(event)] = watch
+    if changes:
+        event["model_code"] = sorted({*(event.get("model_code") or []), *changes})[:MAX_CODE_CHANGES]
+
+
+def _watch_model_code(event: GenerateEvent, model: Any) -> None:
+    """At each step of a generate: where the model's code changed since the last look, note it."""
+    watch = _CODE_WATCH.get(id(event))
+    if watch is not None and code_changed(watch):
+        _note_model_code(event, model)
 
 
 def quantization_label(model: Any) -> str | None:
@@ -448,6 +641,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "model_device": str(getattr(model, "device", "unknown")),
         "model_dtype": str(getattr(runner, "dtype", "unknown")),
         "model_size": _parameter_count(runner),
+        "model_code": [],
         "model_training": bool(getattr(model, "training", False)),
         "grad_enabled": torch.is_grad_enabled(),
         "autocast": _autocast(str(getattr(model, "device", "cpu"))),
@@ -493,6 +687,8 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         # generate(inputs, generation_config, ...): a config passed by position is read as the keyword is.
         settings = {"generation_config": args[1], **kwargs} if len(args) >= 2 and hasattr(args[1], "max_new_tokens") else kwargs
         event = new_generate_event(self, args, settings, inputs)
+        runner = forward_runner(self)
+        _note_model_code(event, runner)
         RECORDER.remember(self)
         RECORDER.generate_depth += 1
         outer, outer_choices = RECORDER.current_generate, RECORDER.choices
@@ -523,6 +719,8 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             event["end"] = RECORDER.now()
             event["duration_s"] = event["end"] - event["start"]
+            _watch_model_code(event, runner)
+            _CODE_WATCH.pop(id(event), None)
             RECORDER.generate_depth -= 1
             RECORDER.current_generate, RECORDER.choices = outer, outer_choices
             RECORDER.record(event)
@@ -547,7 +745,7 @@ def _timed_item(item: Callable[..., Any], event: GenerateEvent) -> Callable[...,
     return timed
 
 
-def _counting_sleep(original: Callable[[float], None]) -> Callable[[float], None]:
+def _counting_sleep(original: Callable[[Any], None]) -> Callable[[Any], None]:
     """``time.sleep`` that adds the time it slept on the thread running a generate to that generate's ``added_s`` (and
     counts an added item): generate never sleeps, so a sleep inside it (a hook, a streamer, a logits processor) is work
     the notebook added. Sleeps on other threads (a reader polling for the worker) are theirs."""
@@ -591,9 +789,7 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
                     for key, hook in saved.items():
                         hooks[key] = _timed_item(hook, event)
                     event["added_items"] += len(saved)
-                    restore.append(
-                        lambda hooks=hooks, saved=saved: hooks.update({key: saved[key] for key in saved if key in hooks})
-                    )
+                    restore.append(functools.partial(_put_back_hooks, hooks, saved))
         streamer = kwargs.get("streamer")
         if streamer is not None:
             event["added_items"] += 1
@@ -602,9 +798,9 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
                     own = vars(streamer).get(name, _MISSING) if hasattr(streamer, "__dict__") else _MISSING
                     setattr(streamer, name, _timed_item(getattr(streamer, name), event))
                     restore.append(
-                        (lambda name=name: delattr(streamer, name))
+                        functools.partial(delattr, streamer, name)
                         if own is _MISSING
-                        else (lambda name=name, own=own: setattr(streamer, name, own))
+                        else functools.partial(setattr, streamer, name, own)
                     )
         yield
     finally:
@@ -614,6 +810,11 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
 
 
 _MISSING = object()
+
+
+def _put_back_hooks(hooks: dict[Any, Any], saved: dict[Any, Any]) -> None:
+    """Put each hook ``saved`` holds back where it still is (a hook removed meanwhile stays removed)."""
+    hooks.update({key: saved[key] for key in saved if key in hooks})
 
 
 def record_output(
@@ -910,6 +1111,7 @@ def _instrumented_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         if RECORDER.current_generate is not None:
             if not stack:
                 RECORDER.current_generate["forward_calls"] += 1
+                _watch_model_code(RECORDER.current_generate, self)
         else:
             event = forward_event(self, args, kwargs)
             RECORDER.remember(self)

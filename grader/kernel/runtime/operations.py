@@ -486,6 +486,7 @@ def _watching_definitions(names: list[str]) -> Any:
                     ).body
                     assert isinstance(wrapper, ast.Call)
                     wrapper.args = [value]
+                    assert isinstance(statement, (ast.Assign, ast.AnnAssign))
                     statement.value = ast.copy_location(wrapper, value)
                     ast.fix_missing_locations(statement)
                 if not isinstance(statement, ast.FunctionDef):
