@@ -2227,9 +2227,8 @@ def _settings(event: GenerateEvent) -> dict[str, Any]:
     }
 
 
-def _adds_work(event: GenerateEvent) -> bool:
+def _adds_work(generation: Generation) -> bool:
     """Whether a generate did work besides its model's decoding, or less of it (see behaviour.adds_work)."""
-    generation = Generation.of(event, {})
     return generation.adds_work or generation.prefilled
 
 
@@ -2275,12 +2274,13 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                         # measurement warmed and the other's cold times a first call's one-time costs in one row only.
                         within = [event for event in events if float(event["start"]) >= start]
                         warmed = warmup_before(within, timed) is not None
+                        generation = Generation.of(timed, {})
                         settings.setdefault(scenario, []).append(
                             {
                                 **_settings(timed),
                                 "warmed_up": warmed,
-                                "added_work": _adds_work(timed),
-                                "padded_wide": Generation.of(timed, {}).padded_wide,
+                                "added_work": _adds_work(generation),
+                                "padded_wide": generation.padded_wide,
                             }
                         )
                         if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):

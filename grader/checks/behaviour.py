@@ -133,13 +133,18 @@ ADDED_SHARE, ADDED_ABS_S = 0.4, 0.005
 HOOKS_SHARE = 0.2
 
 
+def _hooks_add_work(event: GenerateEvent) -> bool:
+    """Whether the streamer and forward hooks hung on a generate call took more than their share of it."""
+    hooked = float(event.get("added_s") or 0.0)
+    return bool(event.get("added_items")) and hooked > max(HOOKS_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
+
+
 def adds_work(event: GenerateEvent) -> bool:
     """Whether a generate call added logits processors or stopping criteria (passed, or built by generate from a
     setting such as bad_words_ids) and its processors and stopping criteria took a large share of it; or hung a
     streamer or forward hooks on it that took a share of it."""
     duration = float(event["duration_s"] or 0.0)
-    hooked = float(event.get("added_s") or 0.0)
-    if event.get("added_items") and hooked > max(HOOKS_SHARE * duration, ADDED_ABS_S):
+    if _hooks_add_work(event):
         return True
     if not event.get("custom_processors"):
         return False
@@ -150,8 +155,8 @@ def adds_work(event: GenerateEvent) -> bool:
 def added_work_text(event: GenerateEvent) -> str:
     """What a generate that :func:`adds_work` added, in words, with the seconds it took."""
     duration = float(event["duration_s"] or 0.0)
-    hooked = float(event.get("added_s") or 0.0)
-    if event.get("added_items") and hooked > max(HOOKS_SHARE * duration, ADDED_ABS_S):
+    if _hooks_add_work(event):
+        hooked = float(event.get("added_s") or 0.0)
         return f"with a streamer or forward hooks that took {hooked:.3g} s of its {duration:.3g} s (work hung on every step)"
     return (
         f"with logits processors or stopping criteria that took {float(event.get('processors_s') or 0.0):.3g} s of its "
