@@ -177,6 +177,20 @@ def test_the_runtime_names_the_code_of_the_notebook_s_a_model_runs() -> None:
     assert model_code(model)[0] == ["SkippedBlock.forward (a class the notebook made)"]
     block.__class__ = modeling_gpt2.GPT2Block
 
+    # The functions its classes' modules hold, the attention functions registered, torch's functions.
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    eager, sdpa, addmm = modeling_gpt2.eager_attention_forward, ALL_ATTENTION_FUNCTIONS["sdpa"], torch.addmm
+    try:
+        modeling_gpt2.eager_attention_forward = lambda *args, **kwargs: None
+        ALL_ATTENTION_FUNCTIONS["sdpa"] = lambda *args, **kwargs: None
+        torch.addmm = lambda *args, **kwargs: addmm(*args, **kwargs)
+        assert model_code(model)[0] == ["ALL_ATTENTION_FUNCTIONS['sdpa']", "modeling_gpt2.eager_attention_forward", "torch.addmm"]
+    finally:
+        modeling_gpt2.eager_attention_forward, torch.addmm = eager, addmm
+        ALL_ATTENTION_FUNCTIONS["sdpa"] = sdpa
+    assert model_code(model)[0] == []
+
     class Scaled(torch.nn.Module):  # a module of the notebook's own, overriding no library class's routine
         def forward(self, x: Any) -> Any:
             return x

@@ -240,19 +240,42 @@ def _parameter_count(model: Any) -> int | None:
         return None
 
 
-# The code each module class held as it was made (its routines, by name), and whether the notebook made it: a class
-# whose forward the notebook replaces runs other work than the model's (a block skipped, an MLP zeroed).
-CLASS_CODE: weakref.WeakKeyDictionary[type, tuple[dict[str, Any], bool]] = weakref.WeakKeyDictionary()
+class SeenCode:
+    """What a class or a module held when first seen: its routines by name, how many names it held (a cheap test that
+    none was added since), and whether the notebook made it (a class of the notebook's)."""
+
+    __slots__ = ("by_notebook", "routines", "size")
+
+    def __init__(self, namespace: Any, by_notebook: bool = False) -> None:
+        self.routines = _routines(namespace)
+        self.size = len(namespace)
+        self.by_notebook = by_notebook
+
+
+# Each module class as it was made, and each module a model computes with as first seen: a class whose forward the
+# notebook replaces (or a module function, or a registered attention function) runs other work than the model's.
+CLASS_CODE: weakref.WeakKeyDictionary[type, SeenCode] = weakref.WeakKeyDictionary()
+MODULE_CODE: dict[str, SeenCode] = {}
+LIBRARY_MODULES = ("torch", "torch.nn.functional")  # changed only where the notebook's own code replaces a function
+COMPUTING_MODULES = ("transformers.integrations.sdpa_attention", "transformers.masking_utils", "transformers.modeling_utils")
+REGISTRIES: dict[str, dict[str, Any]] = {}  # the attention and mask registries' entries as the runtime installed
 LIBRARY_ROOTS: list[str] = []  # the folders library code comes from (sys.path as the runtime installed, less the cwd)
 _FOREIGN_FILES: dict[str, bool] = {}
 _CODE_WATCH: dict[int, list[tuple[Any, ...]]] = {}  # id(generate event) -> what its model's code was as it began
+# Watched at every step of a generate (a change made from a streamer or a hook between steps): the methods that run
+# a module, and the functions of the modules its classes come from.
+STEP_NAMES = ("forward", "__call__", "_call_impl", "_wrapped_call_impl")
 MAX_CODE_CHANGES = 8
 
 
-def _class_code(cls: type) -> dict[str, Any]:
-    """A class's own routines (functions, class and static methods, properties), by name."""
+def _routines(namespace: Any) -> dict[str, Any]:
+    """A class's or module's routines (functions, class and static methods, properties, partials), by name."""
+    return {name: value for name, value in namespace.items() if _is_routine(value)}
+
+
+def _is_routine(value: Any) -> bool:
     kinds = (classmethod, staticmethod, property, functools.partial, functools.partialmethod)
-    return {name: value for name, value in vars(cls).items() if inspect.isroutine(value) or isinstance(value, kinds)}
+    return inspect.isroutine(value) or isinstance(value, kinds)
 
 
 def library_roots() -> list[str]:
@@ -265,7 +288,7 @@ def library_roots() -> list[str]:
         paths = sysconfig.get_paths()
         candidates = [*sys.path, *(paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths)]
         roots = {os.path.realpath(path) for path in candidates if isinstance(path, str) and path and os.path.isdir(path)}
-        LIBRARY_ROOTS.extend(sorted(root for root in roots if root not in (here, os.sep)) or [os.sep + "\0"])
+        LIBRARY_ROOTS.extend(sorted(root for root in roots if root not in (here, os.sep)) or [os.sep + "\\0"])
     return LIBRARY_ROOTS
 
 
@@ -300,15 +323,29 @@ def foreign_code(value: Any) -> bool:
     return filename is not None and foreign_file(filename)
 
 
+def remember_module(name: str) -> SeenCode | None:
+    """Module ``name`` as first seen (None where it is not loaded)."""
+    import sys
+
+    seen = MODULE_CODE.get(name)
+    if seen is None and (module := sys.modules.get(name)) is not None:
+        seen = MODULE_CODE[name] = SeenCode(vars(module))
+    return seen
+
+
 def remember_class(cls: type, depth: int = 1) -> None:
-    """Snapshot a module class's routines as it is made; made by the notebook where the statement (or ``type()``
-    call) that made it runs the notebook's code (``depth`` frames above this one, less ``__init_subclass__`` ones)."""
+    """Snapshot a module class's routines as it is made (and its module's functions, as first seen); made by the
+    notebook where the statement (or ``type()`` call) that made it runs the notebook's code (``depth`` frames above
+    this one, less ``__init_subclass__`` ones)."""
     import sys
 
     frame: Any = sys._getframe(depth)
     while frame is not None and frame.f_code.co_name == "__init_subclass__":
         frame = frame.f_back
-    CLASS_CODE[cls] = (_class_code(cls), frame is not None and foreign_file(frame.f_code.co_filename))
+    by_notebook = frame is not None and foreign_file(frame.f_code.co_filename)
+    CLASS_CODE[cls] = SeenCode(vars(cls), by_notebook)
+    if not by_notebook:
+        remember_module(cls.__module__)
 
 
 def _remembering_subclasses(cls: Any, **kwargs: Any) -> None:
@@ -319,9 +356,28 @@ def _remembering_subclasses(cls: Any, **kwargs: Any) -> None:
     remember_class(cls, depth=2)
 
 
+def _registries() -> dict[str, dict[str, Any]]:
+    """transformers' attention and mask registries (the functions a model's attention calls, by implementation)."""
+    import sys
+
+    found: dict[str, dict[str, Any]] = {}
+    places = (
+        ("transformers.modeling_utils", "ALL_ATTENTION_FUNCTIONS"),
+        ("transformers.masking_utils", "ALL_MASK_ATTENTION_FUNCTIONS"),
+    )
+    for module, name in places:
+        registry = getattr(sys.modules.get(module), name, None)
+        mapping = getattr(registry, "_global_mapping", None)
+        if isinstance(mapping, dict):
+            local = getattr(registry, "_local_mapping", None)
+            found[name] = {**mapping, **(local if isinstance(local, dict) else {})}
+    return found
+
+
 def remember_module_classes() -> None:
-    """Snapshot the module classes made before the runtime installed (torch's, and transformers' loaded so far), and
-    remember every one made after."""
+    """Snapshot the module classes made before the runtime installed (torch's, and transformers' loaded so far), the
+    functions of torch's and transformers' computing modules and the attention registries; and remember every
+    module class made after."""
     import torch
 
     pending: list[type] = [torch.nn.Module]
@@ -329,22 +385,23 @@ def remember_module_classes() -> None:
         cls = pending.pop()
         for klass in (cls, *cls.__mro__):
             if klass is not object and klass not in CLASS_CODE:
-                CLASS_CODE[klass] = (_class_code(klass), False)
+                CLASS_CODE[klass] = SeenCode(vars(klass))
         subclasses: list[type] = type.__subclasses__(cls)
         pending.extend(sub for sub in subclasses if sub not in CLASS_CODE)
+    for name in (*LIBRARY_MODULES, *COMPUTING_MODULES):
+        remember_module(name)
+    for name, mapping in _registries().items():
+        REGISTRIES.setdefault(name, dict(mapping))
     _replace(torch.nn.Module, "__init_subclass__", classmethod(_remembering_subclasses))
 
 
-def _changed_routine(cls: type, name: str, now: Any, was: Any, own: set[tuple[int, str, int]]) -> bool:
-    """Whether ``cls.name`` is no longer the routine it was made with: the runtime's own wrappers and a library's
-    wrapper of the original (``__wrapped__``) are the original; a routine a library added since is its own (as
-    transformers adds ``smart_apply`` to every module), one the notebook added is not."""
-    if now is was or (id(cls), name, id(now)) in own:
+def _changed_routine(owner: Any, name: str, now: Any, was: Any, own: set[tuple[int, str, int]]) -> bool:
+    """Whether ``owner.name`` is no longer the routine first seen: the runtime's own wrappers and a library's wrapper
+    of the original (``__wrapped__``) are the original."""
+    if now is was or (id(owner), name, id(now)) in own:
         return False
     if now is not None and foreign_code(now):
         return True
-    if was is None:
-        return False
     wrapped = now
     for _ in range(8):
         wrapped = getattr(wrapped, "__wrapped__", None) if inspect.isfunction(wrapped) else None
@@ -355,11 +412,44 @@ def _changed_routine(cls: type, name: str, now: Any, was: Any, own: set[tuple[in
     return True
 
 
+def _namespace_changes(owner: Any, label: str, seen: SeenCode, own: set[tuple[int, str, int]], strict: bool) -> list[str]:
+    """The routines of ``owner`` (a class or a module) that are not what ``seen`` holds: replaced (``strict``: by
+    anything but a wrapper of the original; else only by the notebook's code), or added by the notebook. A routine
+    a library added since joins what was seen (as transformers adds ``smart_apply`` to every module)."""
+    namespace = vars(owner)
+    routines = seen.routines
+    if len(namespace) == seen.size and all(namespace.get(name) is value for name, value in routines.items()):
+        return []
+    changes = []
+    for name, was in routines.items():
+        now = namespace.get(name)
+        if now is was:
+            continue
+        if strict:
+            changed = _changed_routine(owner, name, now, was, own)
+        else:
+            changed = now is not None and (id(owner), name, id(now)) not in own and foreign_code(now)
+        if changed:
+            changes.append(f"{label}.{name}")
+    if len(namespace) != seen.size:
+        added = [(name, value) for name, value in list(namespace.items()) if name not in routines and _is_routine(value)]
+        foreign = [name for name, value in added if foreign_code(value) and (id(owner), name, id(value)) not in own]
+        changes.extend(f"{label}.{name}" for name in foreign)
+        if not foreign:
+            routines.update(added)
+            seen.size = len(namespace)
+    return changes
+
+
 def model_code(model: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
     """What in the code ``model`` computes with is not the library's: the routines of its modules' classes (and their
     bases) replaced since each class was made, classes the notebook made that override a library class's routine,
-    and a forward set on one of its submodules that is the notebook's code or another module's. With what to watch
-    while a call runs (see :func:`code_changed`)."""
+    a forward set on one of its submodules that is the notebook's code or another module's, the functions of the
+    modules its classes come from and of transformers' attention, the attention functions registered, and torch's
+    functions replaced by the notebook's. With what to watch at each step while a call runs (see
+    :func:`code_changed`)."""
+    import sys
+
     changes: list[str] = []
     watch: list[tuple[Any, ...]] = []
     try:
@@ -369,7 +459,7 @@ def model_code(model: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
     except Exception:
         return changes, watch
     own = {(id(owner), name, id(wrapper)) for owner, name, wrapper in INSTRUMENTED}
-    seen: set[type] = set()
+    classes: dict[type, SeenCode] = {}
     for path, module in modules:
         if module is not model and hasattr(module, "__dict__"):
             attributes = vars(module)
@@ -380,30 +470,39 @@ def model_code(model: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
                 if foreign_code(forward) or (isinstance(owner, torch.nn.Module) and owner is not module):
                     changes.append(f"{path}.forward (set on the module)")
         for cls in type(module).__mro__:
-            if cls is object or cls in seen:
-                continue
-            seen.add(cls)
-            if cls not in CLASS_CODE:
-                CLASS_CODE[cls] = (_class_code(cls), False)
-            made, by_notebook = CLASS_CODE[cls]
-            attributes = vars(cls)
-            watch.append((attributes, len(attributes)))
-            watch.extend((attributes, name, value) for name, value in made.items())
-            if by_notebook:
-                library = {
-                    name
-                    for base in cls.__mro__[1:]
-                    if base not in (object, torch.nn.Module) and not CLASS_CODE.get(base, ({}, True))[1]
-                    for name in CLASS_CODE[base][0]
-                }
-                overridden = sorted(name for name in made if name in library)
-                if overridden:
-                    changes.append(f"{cls.__name__}.{overridden[0]} (a class the notebook made)")
-                continue
-            now = _class_code(cls)
-            for name in sorted(made.keys() | now.keys()):
-                if _changed_routine(cls, name, now.get(name), made.get(name), own):
-                    changes.append(f"{cls.__name__}.{name}")
+            if cls is not object and cls not in classes:
+                seen = classes[cls] = CLASS_CODE.get(cls) or CLASS_CODE.setdefault(cls, SeenCode(vars(cls)))
+                attributes = vars(cls)
+                watch.append((attributes, len(attributes)))
+                watch.extend((attributes, name, seen.routines[name]) for name in STEP_NAMES if name in seen.routines)
+    for cls, seen in classes.items():
+        if not seen.by_notebook:
+            changes.extend(_namespace_changes(cls, cls.__name__, seen, own, strict=True))
+            continue
+        library = {
+            name
+            for base in cls.__mro__[1:]
+            if base not in (object, torch.nn.Module) and not classes.get(base, seen).by_notebook
+            for name in classes[base].routines
+        }
+        overridden = sorted(name for name in seen.routines if name in library)
+        if overridden:
+            changes.append(f"{cls.__name__}.{overridden[0]} (a class the notebook made)")
+    homes = {cls.__module__ for cls, seen in classes.items() if not seen.by_notebook} - {"builtins"}
+    for name in sorted(homes | set(COMPUTING_MODULES) | set(LIBRARY_MODULES)):
+        module = sys.modules.get(name)
+        seen_module = remember_module(name)
+        if module is None or seen_module is None:
+            continue
+        changes.extend(_namespace_changes(module, name.rsplit(".", 1)[-1], seen_module, own, strict=name not in LIBRARY_MODULES))
+        if name in homes and name not in LIBRARY_MODULES:
+            watch.extend((vars(module), function, value) for function, value in seen_module.routines.items())
+    for registry, mapping in _registries().items():
+        before = REGISTRIES.setdefault(registry, dict(mapping))
+        for key, now in mapping.items():
+            was = before.get(key)
+            if now is not was and (was is not None or foreign_code(now)):
+                changes.append(f"{registry}[{key!r}]")
     return sorted(set(changes))[:MAX_CODE_CHANGES], watch
 
 
