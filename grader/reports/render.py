@@ -216,7 +216,7 @@ class FailureGroup:
 
     key: str  # the message with every number replaced by '#'
     example: str  # the first message seen, as written
-    count: int
+    count: int  # the submissions that got it (once each, however many of their checks did)
     checks: tuple[tuple[str, int], ...]  # (check id, occurrences), most frequent first
 
 
@@ -262,18 +262,21 @@ def failure_key(message: str) -> str:
 
 
 def common_failures(results: Sequence[SubmissionResult], limit: int = TOP_FAILURES) -> tuple[FailureGroup, ...]:
-    """The most frequent messages of failed and errored checks, most frequent first (ties: first seen first)."""
+    """The messages of failed and errored checks that the most submissions got, most first (ties: first seen first):
+    one untouched starter failing every check with one message counts once."""
     examples: dict[str, str] = {}
     counts: Counter[str] = Counter()
     checks: dict[str, Counter[str]] = {}
     for result in results:
+        keys: dict[str, None] = {}  # in order of appearance: ties list the first seen first
         for check in result.checks:
             if check.outcome not in ("failed", "error"):
                 continue
             key = failure_key(check.message)
             examples.setdefault(key, check.message)
-            counts[key] += 1
+            keys[key] = None
             checks.setdefault(key, Counter())[check.check_id] += 1
+        counts.update(list(keys))
     # Counter.most_common keeps insertion order among equal counts: ties list the first seen first.
     return tuple(
         FailureGroup(key, examples[key], count, tuple(checks[key].most_common())) for key, count in counts.most_common(limit)

@@ -438,9 +438,10 @@ def canvas_csv(results: Sequence[SubmissionResult]) -> str | None:
     """The class's scores in Canvas's gradebook import format, or None when no submission carries a Canvas user id.
 
     One row per student (``ID``: the Canvas user id its download's name carries; ``Student``: the name as Canvas
-    wrote it), after Canvas's "Points Possible" row; one column per assignment, its points possible the assignment's
-    whole rubric (automatic and by hand). A student's score is what the grader awarded: points graded by hand are
-    the instructor's to add. A student with two submissions of one assignment is scored by the later one.
+    wrote it), after Canvas's "Points Possible" row; one column per assignment, its points possible what a student
+    could earn on the machine that graded it: the automatic points (not a check skipped for want of a GPU) and
+    those graded by hand. A student's score is what the grader awarded: points graded by hand are the instructor's
+    to add. A student with two submissions of one assignment is scored by the later one.
     """
     with_ids = [result for result in results if result.student and result.assignment and not result.internal_error]
     if not with_ids:
@@ -451,7 +452,7 @@ def canvas_csv(results: Sequence[SubmissionResult]) -> str | None:
         assert result.assignment is not None
         if result.assignment not in assignments:
             assignments.append(result.assignment)
-        total = result.max_score + result.manual_max + result.skipped_points
+        total = result.max_score + result.manual_max
         possible[result.assignment] = max(possible.get(result.assignment, 0.0), total)
     students: dict[str, dict[str, str]] = {}
     names: dict[str, str] = {}
