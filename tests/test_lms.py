@@ -43,10 +43,15 @@ def test_a_canvas_zip_is_graded_per_student_and_a_duplicate_is_reported(tmp_path
     assert set(rows) == {"doejane_1234", "doejane_1234-2", "roerichard_5678"}
     assert rows["doejane_1234"]["student"] == rows["doejane_1234-2"]["student"] == "1234"
     assert rows["roerichard_5678"]["student"] == "5678"
+    # Canvas's late mark is kept (the download's folder is gone after the run): in the gradebook, the results, the summary.
+    assert (rows["roerichard_5678"]["late"], rows["doejane_1234"]["late"]) == ("late", "")
+    assert results(out, "roerichard_5678").extra_data["late"] is True
+    assert results(out, "doejane_1234").extra_data["late"] is False
     assert results(out, "doejane_1234").score == results(out, "doejane_1234").max_score
     assert results(out, "roerichard_5678").losing() == {"loss-public", "loss-hidden"}
     page = (out / "summary.html").read_text()
     assert "has 2 notebooks" in page and 'href="doejane_1234-2/feedback-instructor.html"' in page
+    assert 'roerichard_5678</a> <span class="flag" title="the LMS marked this submission late">late</span>' in page
     # The samples are the solution with one mistake each: the similarity page, linked from the summary, pairs them.
     assert 'href="similarity.html#similar-perplexity"' in page
     assert 'href="roerichard_5678/feedback-instructor.html"' in (out / "similarity.html").read_text()

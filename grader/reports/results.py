@@ -81,6 +81,7 @@ class SubmissionResult:
     title: str = ""
     student: str | None = None  # the LMS's student id, when the submission's naming gives one
     student_name: str | None = None  # the student's name as the LMS wrote it (Canvas 'lastfirst'), when known
+    late: bool = False  # the LMS marked it late (Canvas's _LATE_ in the download's name)
     checks: tuple[CheckResult, ...] = ()
     cell_problems: tuple[CellProblem, ...] = ()
     figures: tuple[Figure, ...] = ()
@@ -223,6 +224,7 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "submission_id": result.submission_id,
             "source": result.source,
             "assignment": result.assignment,
+            "late": result.late,
             "error": result.error,
             "max_score": round(result.max_score, 4),
             "public_score": round(result.public_score, 4),
@@ -392,6 +394,7 @@ def grades_csv(results: Sequence[SubmissionResult]) -> str:
             "manual_points_pending",
             "manual_points_max",
             "status",
+            "late",
             *check_ids,
         ]
     )
@@ -414,6 +417,7 @@ def grades_csv(results: Sequence[SubmissionResult]) -> str:
                 f"{result.manual_points:g}",
                 f"{result.manual_max:g}",
                 status,
+                "late" if result.late else "",
                 *[_cell(by_id.get(check_id)) for check_id in check_ids],
             ]
         )

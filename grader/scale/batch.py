@@ -111,6 +111,7 @@ def grade_batch(
     tasks: list[Task] = []
     outcome = BatchOutcome(results=[], notices=list(notices))
     names = {item.submission_id: item.name for item in found if item.name}
+    late = {item.submission_id for item in found if item.late}
     with Gradebook(out_dir / GRADEBOOK_NAME) as gradebook:
         published = gradebook.meta(PUBLISHED_KEY) is not None
         for index, item in enumerate(found):
@@ -120,6 +121,7 @@ def grade_batch(
                 if stored is not None and options.assignment is not None and stored.assignment != options.assignment:
                     stored = None
             if stored is not None:
+                stored = replace(stored, late=item.submission_id in late)  # as this download marks it
                 if not all((out_dir / item.submission_id / name).exists() for name in ("results.json", *FEEDBACK_FILES.values())):
                     write_submission(stored, out_dir, published)  # the files went missing: rewrite, no need to regrade
                 results[item.submission_id] = stored
@@ -158,6 +160,7 @@ def grade_batch(
         for result in grade_tasks(tasks, config, (options.workers or 0) if options.ray else workers, options.ray, course):
             if result.submission_id in names:  # the name the LMS wrote (Canvas's gradebook import shows it)
                 result = replace(result, student_name=names[result.submission_id])
+            result = replace(result, late=result.submission_id in late)
             write_submission(result, out_dir, published)
             gradebook.record(result, fingerprint_of(result.assignment), regrade=result.internal_error)
             results[result.submission_id] = result
