@@ -253,6 +253,14 @@ def test_the_run_says_how_its_kernels_were_started() -> None:
         "launched afresh (the kernel template could not start: boom) (1)."
     )
     assert notices[0].startswith(WARNING_PREFIX)
+    # A run that graded only "a" (the others' results kept from an earlier run): its kernels are a's, and the
+    # sandbox warning says when its submission was graded.
+    notices = sandbox_notices(results, {"a"})
+    assert notices == [
+        f"{WARNING_PREFIX}weak (1 submission graded so, all in an earlier run)",
+        "Kernels: forked from a template that had imported torch and transformers (1).",
+    ]
+    assert sandbox_notices(results, set()) == [f"{WARNING_PREFIX}weak (1 submission graded so, all in an earlier run)"]
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "launched"])

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -438,23 +438,30 @@ def kill_user(uid: int) -> None:
         kill(processes)
 
 
-def sandbox_notices(results: Iterable[SubmissionResult]) -> list[str]:
-    """One notice per distinct sandbox warning of the results, with how many it concerns, and how kernels started.
+def sandbox_notices(results: Iterable[SubmissionResult], this_run: Container[str] | None = None) -> list[str]:
+    """One notice per distinct sandbox warning of the results, with how many it concerns, and how this run started
+    its kernels.
 
     Each result says how its kernel was isolated; where that is weaker than it should be, the
-    instructor is told once, on top of the run's reports, not only inside each result.
+    instructor is told once, on top of the run's reports, not only inside each result. ``this_run``: the ids of the
+    submissions this run graded (the others' results were kept from an earlier run; None: all of them).
     """
-    counts: dict[str, int] = {}
+    counts: dict[str, list[int]] = {}  # warning -> [submissions, of them graded in an earlier run]
     starts: dict[str, int] = {}
     for result in results:
+        now = this_run is None or result.submission_id in this_run
         if result.sandbox_warning:
-            counts[result.sandbox_warning] = counts.get(result.sandbox_warning, 0) + 1
-        if result.kernel_start:
+            count = counts.setdefault(result.sandbox_warning, [0, 0])
+            count[0] += 1
+            count[1] += not now
+        if result.kernel_start and now:
             how = result.kernel_start.rstrip(".")
             starts[how] = starts.get(how, 0) + 1
     notices = [
-        f"{WARNING_PREFIX}{warning} ({count} submission{'s' if count != 1 else ''} graded so)"
-        for warning, count in counts.items()
+        f"{WARNING_PREFIX}{warning} ({count} submission{'s' if count != 1 else ''} graded so"
+        + ("" if not earlier else ", all in an earlier run" if earlier == count else f", {earlier} of them in an earlier run")
+        + ")"
+        for warning, (count, earlier) in counts.items()
     ]
     if starts:  # how the run started its kernels: forked from a template, or launched (and why)
         notices.append("Kernels: " + "; ".join(f"{how} ({count})" for how, count in starts.items()) + ".")

@@ -156,11 +156,13 @@ def grade_batch(
             return [results[submission_id] for submission_id in order if submission_id in results]
 
         next_report = time.monotonic() + REPORT_EVERY_S
+        graded_now: set[str] = set()  # the submissions this run graded (the others' results were kept)
         # On Ray, --workers caps the actors; without it the cluster's nodes decide.
         for result in grade_tasks(tasks, config, (options.workers or 0) if options.ray else workers, options.ray, course):
             if result.submission_id in names:  # the name the LMS wrote (Canvas's gradebook import shows it)
                 result = replace(result, student_name=names[result.submission_id])
             result = replace(result, late=result.submission_id in late)
+            graded_now.add(result.submission_id)
             write_submission(result, out_dir, published)
             gradebook.record(result, fingerprint_of(result.assignment), regrade=result.internal_error)
             results[result.submission_id] = result
@@ -169,11 +171,11 @@ def grade_batch(
             if time.monotonic() > next_report:
                 started = time.monotonic()
                 so_far = ordered()
-                write_class_reports(so_far, out_dir, [*notices, *sandbox_notices(so_far)])
+                write_class_reports(so_far, out_dir, [*notices, *sandbox_notices(so_far, graded_now)])
                 drawing_s = time.monotonic() - started  # grows with the class: keep it a small share of the run
                 next_report = time.monotonic() + max(REPORT_EVERY_S, drawing_s / REPORT_SHARE)
         outcome.results = ordered()
-        warnings = sandbox_notices(outcome.results)
+        warnings = sandbox_notices(outcome.results, graded_now)
         spread = spread_notice(outcome.results, options.ray)
         warnings += [spread] if spread else []
         outcome.notices += warnings
