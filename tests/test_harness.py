@@ -5,6 +5,7 @@ One real kernel (runtime installed before the notebook runs, as in grading) serv
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +102,18 @@ def test_missing_functions_and_wrong_signatures_are_reported(harness: Harness) -
 def test_a_call_that_never_returns_is_interrupted_and_the_kernel_survives(harness: Harness) -> None:
     outcome = harness.call("loop", timeout_s=2)
     assert outcome.status == "timeout"
+    assert harness.call("shout").ok
+    # Not called again with as long or less: a function that never returns costs one timeout, not one per check.
+    again = harness.call("loop", timeout_s=2)
+    assert again.status == "timeout" and again.wall_s == 0.0 and "when it was first called" in again.message
+    assert harness.call("loop", timeout_s=3).wall_s >= 3  # given longer, it is tried again
+    # Past the submission's deadline, no call runs; one running at the deadline is interrupted there.
+    harness.deadline = time.monotonic() + 1
+    began = time.monotonic()
+    assert harness.call("loop", timeout_s=30).status == "timeout" and time.monotonic() - began < 10
+    late = harness.call("shout")
+    assert late.status == "timeout" and "total time limit" in late.message
+    harness.deadline = None
     assert harness.call("shout").ok
 
 

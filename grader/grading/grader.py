@@ -285,6 +285,8 @@ class Grader:
         memo: dict[str, Any] = {}
         results = []
         functions = ReferenceFunctions(reference)
+        if harness is not None:
+            harness.deadline = time.monotonic() + assignment.rubric.limits.checks_timeout_s
         for check in self._checks_to_run(assignment):
             kind = assignment.kinds[check.kind]
             context = CheckContext(

@@ -33,6 +33,12 @@ class Limits(Strict):
     cell_timeout_s: float = Field(120.0, gt=0, description="Seconds one cell may run before it is interrupted.")
     notebook_timeout_s: float = Field(900.0, gt=0, description="Seconds all cells together may run.")
     call_timeout_s: float = Field(60.0, gt=0, description="Default seconds for one grading call into the kernel.")
+    checks_timeout_s: float = Field(
+        1200.0,
+        gt=0,
+        description="Seconds the calls of all of a submission's checks may take together; a call still running then is "
+        "interrupted, and later calls are not made (a few functions that never return cost the class minutes, not hours).",
+    )
     startup_timeout_s: float = Field(90.0, gt=0, description="Seconds the kernel may take to start.")
     memory_mib: int = Field(
         4096, ge=256, description="MiB the kernel's processes may use together; over it the kernel is stopped."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -231,6 +232,11 @@ class Harness:
         self.baseline: dict[str, str] | None = None
         # Student functions whose call's records the grader's evidence ruled out, with why (first time only).
         self.tampered: dict[str, str] = {}
+        # Student functions that did not return in time, with the time they were given: not called again with as
+        # long or less (an infinite loop costs one call timeout, not one per check).
+        self.timed_out: dict[str, float] = {}
+        # When the submission's checks must be done (time.monotonic(); None: no limit): every call ends by then.
+        self.deadline: float | None = None
         self._pacing = random.SystemRandom()
 
     def install(self, settings: dict[str, Any] | None = None, timeout_s: float = 120.0) -> CallOutcome:
@@ -414,6 +420,23 @@ class Harness:
     def _ask(self, request: Request, timeout_s: float | None, measure_again: int = 2) -> CallOutcome:
         channel = f"application/x-llm-grader-{secrets.token_hex(16)}"
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s
+        function = request["function"] if request["op"] == "call" else None
+        given = self.timed_out.get(function) if function is not None else None
+        if given is not None and timeout <= given:
+            return CallOutcome(
+                "timeout",
+                message=f"{function} did not return within {given:.0f} s when it was first called, so it was not called again",
+                wall_s=0.0,
+            )
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return CallOutcome(
+                    "timeout",
+                    message="the submission's checks ran past their total time limit (limits.checks_timeout_s)",
+                    wall_s=0.0,
+                )
+            timeout = min(timeout, left)
         pace_s = request["pace_s"] if request["op"] == "call" else 0.0
         served = self.session.pause_paths is not None
         sent = request.copy()
@@ -431,6 +454,8 @@ class Harness:
         with self.session.sample_cpu() as sampler, self.session.channel.serve_pauses(self._pause_length(pace_s)) as pauses:
             reply = self.session.channel.request(code, channel=channel, timeout_s=timeout)
         outcome = self._answer(request, reply, timeout)
+        if outcome.status == "timeout" and function is not None:
+            self.timed_out[function] = max(timeout, self.timed_out.get(function, 0.0))
         if outcome.status not in ("returned", "raised"):
             return outcome
         if stream is not None:
