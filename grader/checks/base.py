@@ -237,6 +237,15 @@ def failed_call(outcome: CallOutcome, what: str) -> Verdict:
     if outcome.status == "raised" and outcome.exception is not None:
         exception = outcome.exception
         details = (exception.traceback,) if exception.traceback else ()
+        said = exception.message.strip().rstrip(".")
+        placeholder = not said or said in what or any(word in said.casefold() for word in ("todo", "implement", "your code"))
+        if exception.is_a("NotImplementedError") and placeholder:  # the starter's placeholder: a function not written yet
+            return Verdict.error(
+                f"{what} is not written yet: it raises NotImplementedError, as the starter's placeholder does.",
+                expected=f"{what} written",
+                found="NotImplementedError raised",
+                details=details,
+            )
         return Verdict.error(f"{what} raised {exception}.", found=f"{exception.type} raised", details=details)
     if outcome.status == "timeout":
         return Verdict.error(f"{what} did not return in time: {outcome.message}.", found="no return (timed out)")
