@@ -22,6 +22,8 @@ CANDIDATES = [
     ("content", "words"),
     [
         (b'{"cells": [', "is not valid notebook JSON (line 1"),
+        # A text cut off mid-string: json's "Unterminated string starting at" reads as cut off itself.
+        (b'{"cells": ["abc', "(line 1, column 12: unterminated string); open it in Jupyter"),
         (b"\xff\xfe\x00binary", "is not UTF-8 text"),
         (b'{"hello": 1}', "has no cells"),
         (b'{"cells": [], "nbformat": 2}', "has notebook format 2"),

@@ -45,7 +45,8 @@ def read_notebook(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> Any:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise NotebookError(
-            f"{path.name} is not valid notebook JSON (line {error.lineno}, column {error.colno}: {error.msg}); "
+            f"{path.name} is not valid notebook JSON (line {error.lineno}, column {error.colno}: "
+            f"{error.msg.removesuffix(' at').removesuffix(' starting').lower()}); "
             "open it in Jupyter and save it again, or re-download it"
         ) from error
     if not isinstance(data, dict) or ("cells" not in data and "worksheets" not in data):

@@ -64,6 +64,7 @@ import itertools
 import keyword
 import re
 import tokenize
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ from typing import Any
 import nbformat
 from copydetect import CodeFingerprint, compare_files
 from copydetect.utils import get_token_coverage
+from nbformat.warnings import MissingIDFieldWarning
 
 DEFAULT_THRESHOLD = 0.75  # score at or above which a pair is reported (module docstring: the measurements)
 DEFAULT_K = 12  # tokens in a fingerprinted k-gram: the shortest match that counts
@@ -232,7 +234,9 @@ def _clean(source: str) -> str:
 
 
 def _code_cells(path: Path) -> list[str]:
-    notebook = nbformat.read(path, as_version=4)
+    with warnings.catch_warnings():  # notebooks saved before nbformat 4.5 have no cell ids: not the instructor's concern
+        warnings.simplefilter("ignore", MissingIDFieldWarning)
+        notebook = nbformat.read(path, as_version=4)
     return [_clean(cell.source) for cell in notebook.cells if cell.cell_type == "code"]
 
 
