@@ -154,7 +154,8 @@ def evaluation_mode(context: CheckContext, params: CorpusParams) -> Verdict:
                 found="; ".join(judgement.problems),
             )
         count += len(behaviour.passes)
-    return Verdict.passed(f"All {count} forward passes ran the model passed, without gradients, in eval mode, on its device.")
+    passes = "The forward pass" if count == 1 else "Both forward passes" if count == 2 else f"All {count} forward passes"
+    return Verdict.passed(f"{passes} ran the model passed, without gradients, in eval mode, on its device.")
 
 
 @check_kind("evaluation_batching", CorpusParams)

@@ -315,12 +315,10 @@ class Grader:
         check = context.check
         on_cuda = bool(environment.get("cuda_available"))
         if check.device == "cuda" and not on_cuda:
-            return Verdict.skipped(
-                f"This check needs a CUDA GPU, and the grading machine has none: {points_not_graded(check.points)}."
-            )
+            return Verdict.skipped(f"This check needs a CUDA GPU, and this machine has none: {points_not_graded(check.points)}.")
         if check.device == "cpu" and on_cuda:
             return Verdict.skipped(
-                f"This check grades CPU-only behaviour and the grading machine has a GPU: {points_not_graded(check.points)}."
+                f"This check grades CPU-only behaviour, and this machine has a GPU: {points_not_graded(check.points)}."
             )
         if kind.needs_kernel and context.harness is None:
             return Verdict.error(
