@@ -29,7 +29,21 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-@click.group(cls=DefaultGroup, default="run", default_if_no_args=False, context_settings=CONTEXT)
+class GradeGroup(DefaultGroup):
+    """The commands, whose help also lists the default command's options (``grade PATH...`` is ``grade run``)."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        command = self.commands.get(self.default_cmd_name or "")
+        if command is None:
+            return
+        sub = click.Context(command, info_name=command.name, parent=ctx)
+        rows = [row for param in command.get_params(sub) if (row := param.get_help_record(sub)) is not None]
+        with formatter.section(f"Options of `grade {command.name}`, the default (`grade PATH... [OPTIONS]`)"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=GradeGroup, default="run", default_if_no_args=False, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="grade")
 def main() -> None:
     """Grade notebooks of the LLM inference course.

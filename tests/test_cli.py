@@ -22,6 +22,8 @@ def grade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
 def test_help_lists_the_commands_and_options() -> None:
     completed = grade("--help")
     assert completed.returncode == 0 and "run*" in completed.stdout and "gradescope" in completed.stdout
+    # The default command's options are in the top-level help too (`grade PATH...` is `grade run PATH...`).
+    assert "Options of `grade run`, the default" in completed.stdout and "--workers" in completed.stdout
     completed = grade("run", "--help")
     assert completed.returncode == 0
     for option in ("--assignment", "--out", "--workers", "--force", "--layout", "--json", "--real-models", "--seed", "--course"):
