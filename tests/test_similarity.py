@@ -401,6 +401,15 @@ def test_untouched_starters_are_not_a_pair(assignment: str, tmp_path: Path) -> N
     assert similar_pairs(klass, None)
 
 
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_class_of_edits_of_one_solution_lists_no_pair(assignment: str) -> None:
+    """The samples (the solution with one mistake each): what most of them share is no evidence, and two alike only
+    on the few lines left (three lines of settings matched 100 %) match on too little code to be listed."""
+    samples = {p.stem: p for p in (ROOT / "submissions" / assignment).glob("*.ipynb") if p.stem != "starter"}
+    assert len(samples) >= 8
+    assert similar_pairs(samples, starter_of(assignment)) == []
+
+
 def test_only_filled_in_parts_are_compared(tmp_path: Path) -> None:
     """A notebook that fills in one of the starter's functions as the solution does, and nothing else: the pair is
     compared on that function's filled-in lines only, and no region holds a line of the starter's."""

@@ -476,7 +476,9 @@ def compare_class(
         if prints[a].hashes.isdisjoint(prints[b].hashes):
             continue
         overlap, (share_a, share_b), _ = compare_files(prints[a], prints[b])
-        if not overlap:
+        # Less matching code than a submission must write to be compared at all is no evidence, whatever its share
+        # of what is left once the class's common code is set aside (two samples alike on three lines of settings).
+        if overlap < max(min_tokens, k):
             continue
         share_a, share_b = min(float(share_a), 1.0), min(float(share_b), 1.0)
         score = max(share_a, share_b)
