@@ -295,6 +295,17 @@ def test_assisted_decoding_or_a_model_with_parts_taken_out_is_not_the_reference_
     assert unmatched_generations(same, reference, exact_row) == []
 
 
+def test_more_forward_passes_than_one_per_token_is_another_decoding() -> None:
+    """Classifier-free guidance (guidance_scale) runs the model twice a step: other work per token than greedy
+    search's, as beams and an assistant are; one pass per token (give or take one) is greedy search."""
+    reference = behaviour([generation(1, [PROMPT], 17, 0.0, forward_calls=17)], ARGUMENT)
+    guided = behaviour([generation(1, [PROMPT], 17, 0.0, forward_calls=34)], ARGUMENT)
+    (missing,) = unmatched_generations(guided, reference, exact_row)
+    assert missing.differ == ("beams",)
+    same = behaviour([generation(1, [PROMPT], 17, 0.0, forward_calls=18)], ARGUMENT)
+    assert unmatched_generations(same, reference, exact_row) == []
+
+
 def test_a_model_running_code_of_the_notebook_s_is_not_the_reference_s_model() -> None:
     """A generate whose model ran a module class's forward the notebook replaced (every block but the first skipped,
     the MLPs zeroed) is another model's call, and the description says which code ran."""

@@ -28,7 +28,7 @@ from grader.checks.base import (
     failed_call,
     number,
 )
-from grader.checks.behaviour import added_work_text, adds_work, carrying
+from grader.checks.behaviour import Generation, added_work_text, adds_work, carrying
 from grader.checks.calls import Argument, grader_model, grader_tokenizer
 from grader.checks.identity import fingerprint_difference, other_model, reference_fingerprint
 from grader.checks.numbers import agrees
@@ -268,6 +268,13 @@ def generate_output(context: CheckContext, params: GenerateParams) -> Verdict:
     return Verdict.passed(f"{params.function} returns (text, latency), and the text is the decoded output of its generate call.")
 
 
+def _decodes_otherwise(event: GenerateEvent) -> bool:
+    """Whether a generate decoded with other work per token than greedy search: an assistant (prompt lookup, a draft
+    model) or more forward passes than one per token (classifier-free guidance)."""
+    generation = Generation.of(event, {})
+    return generation.assisted or generation.more_passes
+
+
 def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency: bool = False) -> str:
     """What the notebook's own calls of the timed function did other than they were asked ("" when nothing, or where
     they were not recorded): each call's last generate must run its prompt with its max_new_tokens and the text it
@@ -336,6 +343,7 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 if event["use_cache"] is False
                 or (isinstance(event["num_beams"], int) and event["num_beams"] > 1)
                 or adds_work(event)
+                or _decodes_otherwise(event)
             ]
             if unalike:
                 how = (
@@ -343,6 +351,9 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                     if unalike[0]["use_cache"] is False
                     else added_work_text(unalike[0])
                     if adds_work(unalike[0])
+                    else "with an assistant (prompt lookup, a draft model) or more forward passes than one per token "
+                    "(classifier-free guidance)"
+                    if _decodes_otherwise(unalike[0])
                     else "with beam search"
                 )
                 return (

@@ -2224,6 +2224,7 @@ def _settings(event: GenerateEvent) -> dict[str, Any]:
         "use_cache": event["use_cache"] is not False,
         "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
         "assisted": event.get("decoding") == "_assisted_decoding",
+        "more_passes": Generation.of(event, {}).more_passes,
     }
 
 
@@ -2238,6 +2239,7 @@ ALIKE_NAMES = {
     "use_cache": "another use_cache",
     "num_beams": "another number of beams",
     "assisted": "another decoding (an assistant: a draft model, prompt lookup)",
+    "more_passes": "more forward passes than one per token in one (classifier-free guidance) and not the other",
     "warmed_up": "a warm-up in one measurement and none in the other",
     "padded_wide": "a batch padded far past its longest prompt in one and not the other",
     "added_work": "work added to one's steps (a streamer, forward hooks, logits processors) or a prefilled cache",
@@ -2313,6 +2315,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "prompts": lambda value: f"{len(value)} prompt{'s' if len(value) != 1 else ''}",
         "warmed_up": lambda value: "warmed up" if value else "timed cold",
         "assisted": lambda value: "assisted decoding" if value else "greedy decoding",
+        "more_passes": lambda value: "more than one forward pass per token" if value else "one forward pass per token",
         "added_work": lambda value: "with work added to its steps" if value else "plain",
         "padded_wide": lambda value: "padded far past its prompts" if value else "padded to its longest prompt",
     }

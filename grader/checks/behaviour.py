@@ -63,6 +63,7 @@ class Generation:
     use_cache: bool | None
     beams: int  # beam search's beams (1: greedy or sampling; a setting not readable counts as 1)
     assisted: bool  # it decoded with an assistant (a draft model, prompt lookup): other work per token than greedy's
+    passes: int  # the forward passes of its model that generate itself ran (greedy search: one per new token)
     padding: str | None  # the side padded ("left", "right"), None where no row is padded
     dtype: str  # what the model computed in: autocast's dtype where it was on, else the model's
     device: str
@@ -95,6 +96,7 @@ class Generation:
             use_cache=use_cache if isinstance(use_cache, bool) else (True if use_cache is None else None),
             beams=beams if isinstance(beams := event.get("num_beams"), int) and not isinstance(beams, bool) and beams > 0 else 1,
             assisted=event.get("decoding") == "_assisted_decoding",
+            passes=passes if isinstance(passes := event.get("forward_calls"), int) and not isinstance(passes, bool) else 0,
             padding=event["padding_side"],
             dtype=str(event["autocast"] or event["model_dtype"]),
             device=str(event["model_device"]).split(":")[0],
@@ -115,6 +117,12 @@ class Generation:
             return False
         longest = max(len(row) for row in self.rows)
         return self.width - longest > max(16, longest)
+
+    @property
+    def more_passes(self) -> bool:
+        """Whether it ran more forward passes than one per new token (classifier-free guidance runs the model twice a
+        step; a streamer or processor that runs it again adds one): other work per token than greedy search's."""
+        return bool(self.new_tokens) and self.passes > max(self.new_tokens or (0,)) + 1
 
     @property
     def produced(self) -> bool:
@@ -312,7 +320,9 @@ def differences(found: Generation, wanted: Generation, fits: RowFit, aspects: Se
             differ.append("limit")
         elif aspect == "use_cache" and found.use_cache != wanted.use_cache:
             differ.append("use_cache")
-        elif aspect == "beams" and (found.beams != wanted.beams or found.assisted != wanted.assisted):
+        elif aspect == "beams" and (
+            found.beams != wanted.beams or found.assisted != wanted.assisted or found.more_passes != wanted.more_passes
+        ):
             differ.append("beams")
         elif aspect == "padding" and (
             (wanted.padding is not None and found.padding != wanted.padding)
@@ -415,7 +425,8 @@ DIFFERENCE_TEXT = {
     "rows": "other token ids",
     "limit": "another limit of new tokens (or it stopped short of it: max_time, a stopping criterion)",
     "use_cache": "another use_cache",
-    "beams": "another decoding (beams, or an assistant such as prompt lookup: other work per token than greedy search)",
+    "beams": "another decoding (beams, an assistant such as prompt lookup, or more forward passes than one per token such "
+    "as classifier-free guidance's: other work per token than greedy search)",
     "padding": "another padding side",
     "width": "a batch padded far past its longest prompt (work on masked positions)",
     "dtype": "another dtype",
