@@ -146,3 +146,12 @@ def test_loader_must_use_the_resolved_dtype(bundles) -> None:
 def test_the_error_must_list_every_id(bundles) -> None:
     result, message = outcome(bundles, "sweeps-default-tokens-dtype-lastid", "loader-none-loads")
     assert result == "failed" and "does not name course-staff/no-such-model-" in message
+
+
+def test_an_axis_label_in_mathtext_is_read_as_it_renders() -> None:
+    """ "Decoded tokens s$^{-1}$" renders as tokens per second; "$\\mathrm{latency}$ (s)" as a latency in seconds."""
+    from course_assignments.latency.checks import _label_problem
+
+    assert _label_problem("Decoded tokens s$^{-1}$", "tokens/s") == ""
+    assert _label_problem(r"$\mathrm{Latency}$ (s)", "latency") == ""
+    assert _label_problem(r"$\mathrm{tokens}$", "tokens/s") != ""  # a count, not a rate

@@ -543,3 +543,18 @@ def test_batches_are_drawn_as_the_reference_cycles_them_or_as_the_seed_groups_th
     assert cycled(prompts, 5) == [["a", "b", "c", "d", "a"]]
     assert grouped(prompts, 3) == [["a", "b", "c"], ["d"]]
     assert grouped(prompts, 5) == [prompts]
+
+
+def test_edge_kinds_read_a_prompt_as_its_writer_meant_it() -> None:
+    """ "Hello there!" is very short though the tiny zoo's tokenizer splits it into five tokens; a word said ten times
+    after an instruction ("Repeat after me: na na ...") is repetitive though a third of its tokens differ; a plain
+    sentence is neither."""
+    from course_assignments.quantization.checks import EdgeParams, edge_kinds
+
+    params = EdgeParams(function="probe_edge_prompts")
+    assert edge_kinds([1, 2, 3, 4, 5], "Hello there!", params) == {"very short"}
+    assert edge_kinds(list(range(9)), "The old cat sat by the open door all day.", params) == set()
+    repeat = "Repeat after me: " + "na " * 10
+    assert edge_kinds([1, 2, 3, 4, 5, 6, 7, *[8] * 10, 9, 10, 11, 12, 13, 14, 15, 16, 17], repeat, params) == {"repetitive"}
+    sentence = "A sentence with many different words in it, none of them said twice, and a comma."
+    assert "repetitive" not in edge_kinds(list(range(20)), sentence, params)

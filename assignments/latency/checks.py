@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -146,6 +147,10 @@ def precision_names(context: CheckContext, params: PrecisionParams) -> Verdict:
     return Verdict.passed(f"{params.function} accepts float32 and float16 in any capitalisation.")
 
 
+# What names float32 in a label (its dtype's names, and how people say it).
+FLOAT32_WORDS = ("float32", "fp32", "full precision", "single precision", "32-bit", "32 bit")
+
+
 @check_kind("precision_cpu_fallback", PrecisionParams)
 def precision_cpu_fallback(context: CheckContext, params: PrecisionParams) -> Verdict:
     """On the CPU, resolve_precision falls back from float16 to float32, with a label that says so."""
@@ -172,7 +177,7 @@ def precision_cpu_fallback(context: CheckContext, params: PrecisionParams) -> Ve
                 found=str(name),
             )
     _, plain = _resolved(context, params.function, "float32", "cpu")
-    if label == plain or not any(name in label.casefold() for name in ("float32", "fp32")):
+    if label == plain or not any(name in label.casefold() for name in FLOAT32_WORDS):
         return Verdict.failed(
             f"{call} returns the label {label!r}, which does not say that float16 fell back to float32 "
             f"(float32 itself gives {plain!r}).",
@@ -835,8 +840,10 @@ THROUGHPUT_WORDS = ("throughput", "tokens/s", "tok/s", "token/s", "tokens per s"
 
 
 def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> str:
-    """Why an axis label does not say what the axis shows ("" when it does)."""
-    text = f" {label.casefold()} "
+    """Why an axis label does not say what the axis shows ("" when it does); a label in matplotlib's mathtext
+    ("tokens s$^{-1}$", "$\\mathrm{latency}$ (s)") is read as it renders."""
+    plain = re.sub(r"\\(?:mathrm|mathit|mathbf|text|textrm|rm|operatorname)\b|\\[,;:! ]|[${}]", "", label)
+    text = f" {plain.casefold()} "
     if not any(word in text for word in LABEL_WORDS[shows]):
         return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
     if shows == "prompt length" and any(word in text for word in (*THROUGHPUT_WORDS, "per second", "per s ")):

@@ -1470,7 +1470,12 @@ def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
         kinds.add("repetitive")
     elif len(ids) >= 6 and re.fullmatch(r"\s*(\S.*?)(?:\s*\1){2,}\s*", text, re.DOTALL):
         kinds.add("repetitive")  # a phrase said three times or more ("I am happy." x 4: a third of its tokens distinct)
-    if len(ids) <= params.short_tokens:
+    elif len(ids) >= 8 and (run := re.search(r"(\S+?)(?:\s*\1){4,}", text)) and len(run.group(0)) * 3 >= len(text.strip()):
+        kinds.add("repetitive")  # a word said five times or more after a few others ("Repeat after me: na na na ...")
+    # Very short by its tokens, or by its words where a tokenizer splits words finely (the tiny zoo's gives "Hello
+    # there!" five tokens; GPT-2's, three).
+    words = text.split()
+    if len(ids) <= params.short_tokens or (0 < len(words) <= params.short_tokens and len(text.strip()) <= 30):
         kinds.add("very short")
     return kinds
 
@@ -1707,7 +1712,7 @@ def _edge_coverage(
     another max_new_tokens than asked (``limits``, one per kind found; ``lead`` ... "max_new_tokens=32"); else None."""
     if missing:
         return Verdict.failed(
-            f"{who} a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens; very long: at "
+            f"{who} a {' or a '.join(missing)} prompt (very short: at most {params.short_tokens} tokens or words; very long: at "
             f"least {params.long_tokens}; multi-line: holds a line break; repetitive: a few tokens repeated).",
             expected=", ".join(EDGE_KINDS),
             found=", ".join(found) or "none of them",
