@@ -457,9 +457,19 @@ def test_the_graph_is_read_from_what_the_session_was_created_from(tmp_path) -> N
 def test_a_row_labelled_not_quantized_is_the_baseline() -> None:
     from grader.checks.labels import read_scenario
 
-    for label in ("baseline (float32, not quantized)", "FP32, non-quantized", "no quantization"):
+    baselines = (
+        "baseline (float32, not quantized)",
+        "FP32, non-quantized",
+        "no quantization",
+        "before quantization (PyTorch)",
+        "full precision",
+        "unquantised",
+    )
+    for label in baselines:
         assert (read_scenario(label).baseline, read_scenario(label).quantized) == (True, False), label
     assert read_scenario("quantized INT8 (KV cache on, left padding)").quantized
+    for label in ("quantised (ONNX)", "INT-8 dynamic", "after quantisation"):  # either spelling, a dash
+        assert (read_scenario(label).baseline, read_scenario(label).quantized) == (False, True), label
 
 
 def _run():

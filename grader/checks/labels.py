@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 _NEGATION = re.compile(r"(?<![\w])(?:false|off|disabled?|no|none|without|w/o|0|✗|❌|not)(?![\w])")
 # "not quantized", "non-quantized", "w/o quantization": the model the others are compared with, not a quantized one.
-_NOT_QUANTIZED = r"(?:\bnot|\bnon|\bno|\bwithout|\bw\s*,\s*o)[\s_-]*quantiz\w*"
+# "not quantized", "non-quantised", "before quantization", "pre-quantization" (either spelling).
+_NOT_QUANTIZED = r"(?:\bnot|\bnon|\bno|\bwithout|\bw\s*,\s*o|\bbefore|\bpre)[\s_-]*quanti[sz]\w*"
 _CACHE = re.compile(r"(?:kv[\s_-]*)?cache|use[\s_-]*cache")
 _BATCH = (
     re.compile(r"\b(?:batch(?:[\s_-]*size)?|bsz|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
@@ -64,16 +65,16 @@ def read_scenario(label: object) -> Scenario:
             batch_size = int(match.group(1))
             break
     plain = re.sub(_NOT_QUANTIZED, " ", text)
-    float_named = bool(re.search(r"\bfp32\b|float32|pytorch", text))
+    float_named = bool(re.search(r"\bfp32\b|float32|pytorch|full[\s_-]*precision", text))
     onnx = bool(re.search(r"\bonnx\b", plain))
-    said_quantized = bool(re.search(r"(?<!un)quantiz|\bint8\b|\bptq\b|8[\s-]?bit", plain))
+    said_quantized = bool(re.search(r"(?<!un)quanti[sz]|\bint[\s_-]?8\b|\bptq\b|8[\s-]?bit", plain))
     # An edge prompt's row ("baseline: edge very_long") and the unquantized ONNX model's ("ONNX FP32 (reference)") are
     # rows beside the two the comparison is about: neither the baseline nor the quantized model.
     extra = bool(re.search(r"\bedge\b|very[\s_-]?(?:short|long)\b|multi[\s_-]?line|\brepetitive\b", text)) or (
         onnx and float_named and not said_quantized
     )
     quantized = (said_quantized or onnx) and not extra
-    named_baseline = bool(re.search(r"baseline|original|unquantized|" + _NOT_QUANTIZED, text))
+    named_baseline = bool(re.search(r"baseline|original|unquanti[sz]ed|" + _NOT_QUANTIZED, text))
     # "fp32" or "PyTorch" name the baseline unless the label is a quantized model's ("int8 weights, fp32 activations").
     return Scenario(
         baseline=(named_baseline or (float_named and not quantized)) and not extra,

@@ -160,6 +160,19 @@ def speed_up_masks() -> None:
         interface.register("sdpa", fast)
 
 
+def _served_from_the_grader(original: Callable[..., Any]) -> Callable[..., Any]:
+    """transformers' ``cached_files`` without a ``cache_dir``: the grader serves every model and tokenizer from its own
+    cache, so a folder the notebook names (``from_pretrained(..., cache_dir="./hf_cache")``, empty on the grading
+    machine) is not where they are."""
+
+    @_wraps(original)
+    def cached_files(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("cache_dir", None)
+        return original(*args, **kwargs)
+
+    return cached_files
+
+
 def _publisher() -> Callable[..., Any]:
     from IPython.display import publish_display_data
 
@@ -217,6 +230,10 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
     loader = vars(transformers.PreTrainedTokenizerBase)["from_pretrained"]
     _replace(transformers.PreTrainedTokenizerBase, "from_pretrained", classmethod(_instrumented_tokenizer_load(loader.__func__)))
     speed_up_masks()
+    with contextlib.suppress(Exception):  # another transformers: a cache_dir is its own
+        from transformers.utils import hub
+
+        _replace(hub, "cached_files", _served_from_the_grader(vars(hub)["cached_files"]))
     library_roots()
     remember_module_classes()
     INSTALLED["transformers"] = transformers.__version__
