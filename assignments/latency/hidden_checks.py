@@ -13,6 +13,7 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, StopCheck, TargetParams, Verdict, check_kind, first_failure
 from grader.checks.behaviour import (
+    Generation,
     carrying,
     describe_generation,
     unmatched_generations,
@@ -26,6 +27,7 @@ from grader.checks.timing import (
     judge_new_tokens,
     judge_rates,
     judge_timed_latency,
+    tokens_limit,
 )
 from grader.grading.replay import NotRecorded
 from grader.kernel.harness import literal
@@ -301,6 +303,24 @@ def sweep_settings(context: CheckContext, params: SweepParams) -> Verdict:
             )
             missing = [m for m in missing if not (m.differ and set(m.differ) <= forgiven)]
             notes |= forgiven
+        # Every generate with the max_new_tokens asked runs with the use_cache asked too: a length timed without the
+        # cache beside an untimed run with it (which the matching above finds) is measured otherwise.
+        otherwise = [
+            event
+            for event in sweep.outcome.generate_events()
+            if tokens_limit(event) == sweep.max_new_tokens
+            and isinstance(event["use_cache"], bool)
+            and event["use_cache"] != sweep.use_cache
+        ]
+        if otherwise and "use_cache" not in notes:
+            decode = context.models.tokenizer(sweep.hub_id).decode
+            return Verdict.failed(
+                f"In {sweep.call}, a prompt is generated with use_cache={otherwise[0]['use_cache']} where the sweep is "
+                f"asked for use_cache={sweep.use_cache} ({describe_generation(Generation.of(otherwise[0], {}), decode)}): "
+                "pass the use_cache you are given to every measurement so the rows are comparable.",
+                expected=f"use_cache={sweep.use_cache} in every generate",
+                found=f"use_cache={otherwise[0]['use_cache']}",
+            )
         if missing:
             decode = context.models.tokenizer(sweep.hub_id).decode
             lengths = ", ".join(map(str, sweep.lengths))
@@ -366,8 +386,10 @@ def precision_sweep_settings(context: CheckContext, params: PrecisionSweepParams
                     found=strays[0],
                 )
         # The reference measures every precision with the same settings: one measured with the KV cache and another
-        # without it compares the cache, not the precision.
-        caches = {(str(event["model_dtype"]), event["use_cache"]) for event in timed_per_precision(sweep, params)}
+        # without it compares the cache, not the precision. Every generate of the sweep with the max_new_tokens asked
+        # (a run timed without the cache, then an untimed one with it for show, is one measured without it).
+        asked = [event for event in sweep.outcome.generate_events() if tokens_limit(event) == sweep.max_new_tokens]
+        caches = {(str(event["model_dtype"]), event["use_cache"]) for event in [*timed_per_precision(sweep, params), *asked]}
         if len({cache for _, cache in caches}) > 1:
             shown = ", ".join(f"{dtype.removeprefix('torch.')}: use_cache={cache}" for dtype, cache in sorted(caches, key=str))
             return Verdict.failed(

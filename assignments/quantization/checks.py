@@ -1659,7 +1659,12 @@ def _judge_edges(context: CheckContext, params: EdgeParams, hub_id: str, max_new
         )
     reference_tokenizer = context.models.tokenizer(hub_id)
     runs = edge_runs(context, params, hub_id, outcome)
-    kinds = assign_kinds([run.kinds for run in runs], EDGE_KINDS)
+    # Each kind stands for a prompt run with the max_new_tokens asked where one is (a warm-up of a few words with
+    # fewer tokens is a very short prompt too, but not the one measured).
+    as_asked = [tokens_limit(run.timed(max_new_tokens)[-1]) == max_new_tokens for run in runs]
+    kinds = assign_kinds([run.kinds if fair else set() for run, fair in zip(runs, as_asked, strict=True)], EDGE_KINDS)
+    if len(kinds) < len(EDGE_KINDS):
+        kinds = assign_kinds([run.kinds for run in runs], EDGE_KINDS)
     missing = [kind for kind in EDGE_KINDS if kind not in kinds]
     if missing and measure_ignores_inputs(context, outcome, params.measure_function):
         # Its generate calls show what measure_generation ran, not what it was given: judged by what it was given.
