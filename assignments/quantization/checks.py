@@ -2227,15 +2227,16 @@ def _timed_generate(events: list[GenerateEvent], start: float, end: float, laten
     return chosen[-1] if chosen else None
 
 
-def _settings(event: GenerateEvent) -> dict[str, Any]:
+def _settings(generation: Generation) -> dict[str, Any]:
     """What a generate ran with that a comparison of two models must keep constant."""
+    event = generation.event
     return {
         "prompts": sorted(tuple(row) for row in event["rows"] or []),
         "max_new_tokens": tokens_limit(event),
         "use_cache": event["use_cache"] is not False,
         "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
         "assisted": event.get("decoding") == "_assisted_decoding",
-        "more_passes": Generation.of(event, {}).more_passes,
+        "more_passes": generation.more_passes,
     }
 
 
@@ -2290,7 +2291,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                         generation = Generation.of(timed, {})
                         settings.setdefault(scenario, []).append(
                             {
-                                **_settings(timed),
+                                **_settings(generation),
                                 "warmed_up": warmed,
                                 "added_work": _adds_work(generation),
                                 "padded_wide": generation.padded_wide,
