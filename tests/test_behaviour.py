@@ -9,6 +9,8 @@ from typing import Any
 from grader.checks.behaviour import (
     ANOTHER,
     Behaviour,
+    added_work_text,
+    adds_work,
     describe_generation,
     exact_row,
     judge_passes,
@@ -327,3 +329,15 @@ def test_a_batch_padded_far_past_its_prompts_is_other_work_where_width_is_compar
     eight = behaviour([generation(1, [PROMPT], 17, 0.0, width=8)], ARGUMENT)
     assert unmatched_generations(eight, reference, exact_row, ("rows", "limit", "width")) == []
     assert unmatched_generations(wide, reference, exact_row, ("rows", "limit")) == []  # not compared where not asked
+
+
+def test_a_sleep_inside_generate_is_added_work_however_small_a_share_a_loaded_machine_leaves_it() -> None:
+    """A processor or hook that sleeps 2 ms a step added 64 ms to a call a loaded machine stretched to 0.5 s: under
+    the hooks' share, still time added to the call (CI kept a throttled batch size and a hooked baseline so)."""
+    loaded = {"duration_s": 0.5, "custom_processors": 1, "processors_s": 0.07, "added_items": 32}
+    slept = generate_event(**loaded, added_s=0.064, slept_s=0.064)
+    assert adds_work(slept)
+    assert "slept 0.064 s" in added_work_text(slept)
+    # The same share of CPU work in a hook (a streamer decoding each token) is its own.
+    assert not adds_work(generate_event(**loaded, added_s=0.064, slept_s=0.0))
+    assert not adds_work(generate_event(**loaded, added_s=0.004, slept_s=0.004))

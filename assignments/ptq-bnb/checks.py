@@ -34,7 +34,7 @@ from grader.checks.identity import fingerprint_difference, other_model, referenc
 from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timed import Timed, judge_timed_settings, timed_call
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width, tokens_limit
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width, tokens_limit, upper_bound
 from grader.discover.notebook import called_names
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
@@ -394,7 +394,7 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         # and lift the model's mean latency past what its generates took are time spent outside them (a sleep).
         reported_mean = statistics.fmean(reported for reported, _ in pairs)
         generated_mean = statistics.fmean(max(float(event["duration_s"]) for event in ended) for _, ended in pairs)
-        lifted = reported_mean > generated_mean * (1 + together.upper_rel) + together.upper_abs_s
+        lifted = reported_mean > upper_bound(together, generated_mean, [event for _, ended in pairs for event in ended])
         if len(long) >= 2 and lifted:
             return (
                 f"{len(long)} of its {len(pairs)} calls on one model returned latencies longer than their generates took "

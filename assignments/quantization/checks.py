@@ -20,7 +20,7 @@ import re
 import secrets
 import shutil
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -51,7 +51,7 @@ from grader.checks.labels import missing_scenarios, read_scenario
 from grader.checks.loss import CorpusParams, draw_corpus, hidden_corpus, judge_loss, reference_variants, text_token_lengths
 from grader.checks.numbers import agrees, shown_decimals
 from grader.checks.shapes import ANY, FRAME, items, keyed_by, keys
-from grader.checks.timed import Timed, again_while_alike, judge_timed_settings, timed_call
+from grader.checks.timed import Timed, again_while_alike, judge_timed_settings, reads_too_long, timed_call
 from grader.checks.timing import (
     LatencyTolerance,
     again_while,
@@ -66,6 +66,7 @@ from grader.checks.timing import (
     new_tokens_range,
     span,
     tokens_limit,
+    upper_bound,
     warmup_before,
 )
 from grader.grading.replay import NotRecorded
@@ -423,16 +424,6 @@ def sweep_call(
     )
 
 
-def reads_longer(tolerance: LatencyTolerance, latency: Any, events: Sequence[GenerateEvent]) -> bool:
-    """Whether ``latency`` reads longer than every timed run in ``events`` allows (worth another call)."""
-    readings = latency_readings(events)
-    return (
-        is_number(latency)
-        and bool(readings)
-        and float(latency) > max(readings) * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
-    )
-
-
 # --------------------------------------------------------------------------------------
 # run_static_ptq_optimum
 # --------------------------------------------------------------------------------------
@@ -704,7 +695,7 @@ def _ablation_too_long(context: CheckContext, params: AblationParams, ablation: 
     for use_cache, side in SETTINGS:
         metrics = value.get(setting_key(use_cache, side))
         latency = metrics.get("latency_s") if isinstance(metrics, dict) else None
-        if reads_longer(params, latency, ablation.runs(context, use_cache, side)):
+        if reads_too_long(params, latency, ablation.runs(context, use_cache, side)):
             return True
     return False
 
@@ -1001,7 +992,7 @@ def _latency_span(tolerance: LatencyTolerance, batches: list[list[GenerateEvent]
     readings = [latency_readings(events) or [0.0] for events in batches]
     count = len(batches)
     low = sum(min(values) for values in readings) * (1 - tolerance.lower_rel) - count * tolerance.lower_abs_s
-    high = sum(max(values) for values in readings) * (1 + tolerance.upper_rel) + count * tolerance.upper_abs_s
+    high = sum(upper_bound(tolerance, max(values), events) for values, events in zip(readings, batches, strict=True))
     return low, high
 
 

@@ -141,8 +141,17 @@ ADDED_SHARE, ADDED_ABS_S = 0.4, 0.005
 HOOKS_SHARE = 0.2
 
 
+def _slept(event: GenerateEvent) -> float:
+    """Seconds a generate call's own thread slept inside it (a hook, a streamer, a processor calling time.sleep):
+    generate never sleeps, so however small a share of the call on a loaded machine, it is time added to it."""
+    return float(event.get("slept_s") or 0.0)
+
+
 def _hooks_add_work(event: GenerateEvent) -> bool:
-    """Whether the streamer and forward hooks hung on a generate call took more than their share of it."""
+    """Whether the streamer and forward hooks hung on a generate call took more than their share of it, or something
+    it ran slept."""
+    if _slept(event) > ADDED_ABS_S:
+        return True
     hooked = float(event.get("added_s") or 0.0)
     return bool(event.get("added_items")) and hooked > max(HOOKS_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
 
@@ -163,6 +172,11 @@ def adds_work(event: GenerateEvent) -> bool:
 def added_work_text(event: GenerateEvent) -> str:
     """What a generate that :func:`adds_work` added, in words, with the seconds it took."""
     duration = float(event["duration_s"] or 0.0)
+    if _slept(event) > ADDED_ABS_S:
+        return (
+            f"with a hook, streamer or logits processor that slept {_slept(event):.3g} s of its {duration:.3g} s "
+            "(time.sleep inside generate: time added to every step)"
+        )
     if _hooks_add_work(event):
         hooked = float(event.get("added_s") or 0.0)
         return f"with a streamer or forward hooks that took {hooked:.3g} s of its {duration:.3g} s (work hung on every step)"

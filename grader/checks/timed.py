@@ -28,7 +28,7 @@ from grader.checks.behaviour import (
     unmatched_sentence,
 )
 from grader.checks.calls import Argument, GradedCall, graded_call
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, cuda_misuse, latency_readings
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, cuda_misuse, latency_readings, upper_bound
 from grader.kernel.harness import CallOutcome
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import is_number
@@ -149,11 +149,7 @@ def again_while_alike(
 def reads_too_long(tolerance: LatencyTolerance, latency: Any, timed: Sequence[GenerateEvent]) -> bool:
     """Whether a reported latency reads longer than any honest timer of the timed calls could (worth a new call)."""
     readings = latency_readings(timed)
-    return (
-        is_number(latency)
-        and bool(readings)
-        and float(latency) > max(readings) * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
-    )
+    return is_number(latency) and bool(readings) and float(latency) > upper_bound(tolerance, max(readings), timed)
 
 
 def timed_call(

@@ -56,6 +56,18 @@ class LatencyTolerance(Params):
     )
 
 
+def queued(events: Sequence[GenerateEvent]) -> float:
+    """The longest a timer around one of these generate calls can have waited, beside it, for a busy machine to run
+    the kernel (``queued_s``, measured by the grader: grader/kernel/evidence.py ``with_queue_waits``)."""
+    return max((float(event.get("queued_s") or 0.0) for event in events), default=0.0)
+
+
+def upper_bound(tolerance: LatencyTolerance, reading: float, events: Sequence[GenerateEvent]) -> float:
+    """The longest latency an honest timer of ``reading`` seconds of these generate calls reports: the tolerance above
+    it, and what it waited beside them for the machine to run the kernel."""
+    return reading * (1 + tolerance.upper_rel) + tolerance.upper_abs_s + queued(events)
+
+
 def call_timed(
     context: CheckContext,
     function: str,
@@ -103,7 +115,7 @@ def too_long(tolerance: LatencyTolerance, latency: Any, events: list[GenerateEve
     """Whether a latency exceeds the upper allowance over the call's last generate (worth a retry)."""
     if not events or not isinstance(latency, (int, float)):
         return False
-    return float(latency) > float(events[-1]["duration_s"]) * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+    return float(latency) > upper_bound(tolerance, float(events[-1]["duration_s"]), events[-1:])
 
 
 def judge_latency(
@@ -113,7 +125,7 @@ def judge_latency(
     duration = float(events[-1]["duration_s"])
     total = sum(float(event["duration_s"]) for event in events)
     lower = duration * (1 - tolerance.lower_rel) - tolerance.lower_abs_s
-    upper = duration * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+    upper = upper_bound(tolerance, duration, events[-1:])
     expected = f"about {number(duration, 's')} (the generate call of {max_new_tokens} new tokens)"
     if lower <= latency <= upper:
         return None
@@ -172,9 +184,7 @@ def latency_readings(timed: Sequence[GenerateEvent]) -> list[float]:
 def agrees_with_timed(tolerance: LatencyTolerance, latency: float, timed: Sequence[GenerateEvent]) -> bool:
     """Whether ``latency`` reads one of :func:`latency_readings` of the timed calls, within the tolerance."""
     return any(
-        reading * (1 - tolerance.lower_rel) - tolerance.lower_abs_s
-        <= latency
-        <= reading * (1 + tolerance.upper_rel) + tolerance.upper_abs_s
+        reading * (1 - tolerance.lower_rel) - tolerance.lower_abs_s <= latency <= upper_bound(tolerance, reading, timed)
         for reading in latency_readings(timed)
     )
 

@@ -261,6 +261,49 @@ def attribute_pauses(events: Sequence[Event], measured: Measured) -> tuple[tuple
     return tuple(attributed), ""
 
 
+def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event, ...]:
+    """The call's events, each generate given ``queued_s``: the seconds its thread waited on a run queue (ready to
+    run, not running: the grader's samples of its ``schedstat``) between the generate before it, or the call's start,
+    and the one after it, or the call's end, outside itself. A timer around the generate reads that wait as well on a
+    machine too busy to run the kernel; work the notebook put inside the timer runs meanwhile and is not excused (a
+    sleep waits on no run queue). Set by the grader on every generate event, 0.0 where its thread was not sampled: a
+    value the kernel wrote is never kept."""
+    generates = [event for event in events if _is_generate(event)]
+    if not generates:
+        return tuple(events)
+    queued: dict[int, float] = {}
+    for event in generates:
+        queued[id(event)] = 0.0
+        samples, runnable = measured.samples_of(event)
+        if measured.clock_origin is None or len(samples) < 2 or len(runnable) < 2:
+            continue
+        ran, ready = Timeline(samples), Timeline(runnable)
+        origin, same = measured.clock_origin, [other for other in generates if other.get("thread") == event.get("thread")]
+        index = next(i for i, other in enumerate(same) if other is event)
+        before = origin + float(same[index - 1]["end"]) if index > 0 else ran.times[0]
+        after = origin + float(same[index + 1]["start"]) if index + 1 < len(same) else ran.times[-1]
+        start, end = origin + float(event["start"]), origin + float(event["end"])
+        queued[id(event)] = _waited(ran, ready, before, start) + _waited(ran, ready, end, after)
+    result: list[Event] = []
+    for item in events:
+        if _is_generate(item):
+            given = item.copy()
+            given["queued_s"] = queued[id(item)]
+            result.append(given)
+        else:
+            result.append(item)
+    return tuple(result)
+
+
+def _is_generate(event: Event) -> TypeGuard[GenerateEvent]:
+    return event["type"] == "generate"
+
+
+def _waited(ran: Timeline, ready: Timeline, start: float, end: float) -> float:
+    """Seconds a thread was ready to run and not running between two times (0 where they are out of order)."""
+    return max(0.0, ready.cpu_between(start, end) - ran.cpu_between(start, end)) if end > start else 0.0
+
+
 def forgery(duration_s: Any, events: Sequence[Event], measured: Measured) -> str:
     """What a call's records claim that the grader's own measurements rule out; "" when they agree."""
     return recorded_forgery(duration_s, events, measured) or scheduled_forgery(events, measured)

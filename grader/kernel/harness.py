@@ -28,6 +28,7 @@ from grader.kernel.evidence import (
     attribute_pauses,
     recorded_forgery,
     scheduled_forgery,
+    with_queue_waits,
 )
 from grader.kernel.protocol import (
     Answer,
@@ -489,6 +490,7 @@ class Harness:
             thread_runnable={tid: tuple(samples) for tid, samples in sampler.threads_runnable.items() if tid != sampler.main},
         )
         events, unserved = attribute_pauses(outcome.events, evidence)
+        events = with_queue_waits(events, evidence)
         outcome = replace(outcome, events=events)
         why = altered_runtime(evidence) or unserved or recorded_forgery(outcome.duration_s, outcome.events, evidence)
         if not why:

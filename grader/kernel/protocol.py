@@ -206,6 +206,7 @@ class GenerateEvent(TypedDict):
     model_code: NotRequired[list[str]]  # what in its model's code was not the library's as it ran (GPT2MLP.forward)
     added_items: NotRequired[int]
     added_s: NotRequired[float]
+    slept_s: NotRequired[float]  # of added_s, the seconds it slept (time.sleep on its thread)
     decoding: NotRequired[str | None]  # the decoding loop that ran (_sample, _beam_search, _assisted_decoding)
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)
@@ -222,6 +223,9 @@ class GenerateEvent(TypedDict):
     # length it served: grader/kernel/evidence.py); where the kernel sleeps its pacing itself, the length it slept.
     pause: int | None
     paced_s: float | None
+    # Filled in by the grader (never the kernel's): seconds its thread waited on a run queue around it in the call
+    # (grader/kernel/evidence.py with_queue_waits).
+    queued_s: NotRequired[float]
 
 
 class TokenizeEvent(TypedDict):

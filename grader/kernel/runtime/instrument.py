@@ -763,6 +763,7 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "processors_s": 0.0,
         "added_items": 0,
         "added_s": 0.0,
+        "slept_s": 0.0,
         "decoding": None,
         "start": 0.0,
         "end": 0.0,
@@ -858,7 +859,9 @@ def _counting_sleep(original: Callable[[Any], None]) -> Callable[[Any], None]:
         try:
             return original(seconds)
         finally:
-            event["added_s"] = float(event.get("added_s") or 0.0) + _perf_counter() - began
+            slept = _perf_counter() - began
+            event["added_s"] = float(event.get("added_s") or 0.0) + slept
+            event["slept_s"] = float(event.get("slept_s") or 0.0) + slept
             event["added_items"] = int(event.get("added_items") or 0) + 1
 
     return sleep
