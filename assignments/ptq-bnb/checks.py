@@ -280,6 +280,23 @@ def _decodes_otherwise(event: GenerateEvent) -> bool:
     return generation.assisted or generation.more_passes
 
 
+def _unalike_how(event: GenerateEvent) -> str:
+    """How a generate of the notebook's own timed calls ran otherwise than the grader's calls of the function run it
+    ("" when it did not): without the cache, with work added to its steps, with another decoding, with beams."""
+    if event["use_cache"] is False:
+        return "without the KV cache (use_cache=False)"
+    if adds_work(event):
+        return added_work_text(event)
+    if _decodes_otherwise(event):
+        return (
+            "with an assistant (prompt lookup, a draft model) or more forward passes than one per token "
+            "(classifier-free guidance)"
+        )
+    if isinstance(event["num_beams"], int) and event["num_beams"] > 1:
+        return "with beam search"
+    return ""
+
+
 def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency: bool = False) -> str:
     """What the notebook's own calls of the timed function did other than they were asked ("" when nothing, or where
     they were not recorded): each call's last generate must run its prompt with its max_new_tokens and the text it
@@ -342,25 +359,8 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                     f"but the whole call took {took:.4g} s: a timer inside the function cannot read longer than it ran"
                 )
             # Any generate of the call: one timed without the cache and an untimed one with it for the text is the same.
-            unalike = [
-                event
-                for event in ended
-                if event["use_cache"] is False
-                or (isinstance(event["num_beams"], int) and event["num_beams"] > 1)
-                or adds_work(event)
-                or _decodes_otherwise(event)
-            ]
-            if unalike:
-                how = (
-                    "without the KV cache (use_cache=False)"
-                    if unalike[0]["use_cache"] is False
-                    else added_work_text(unalike[0])
-                    if adds_work(unalike[0])
-                    else "with an assistant (prompt lookup, a draft model) or more forward passes than one per token "
-                    "(classifier-free guidance)"
-                    if _decodes_otherwise(unalike[0])
-                    else "with beam search"
-                )
+            how = next((said for event in ended if (said := _unalike_how(event))), "")
+            if how:
                 return (
                     f"called with the prompt {shown}, its generate ran {how}, which the grader's calls of "
                     "it do not: every configuration is timed the same way (greedy, with the cache, nothing added)"
