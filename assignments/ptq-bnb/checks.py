@@ -34,7 +34,14 @@ from grader.checks.identity import fingerprint_difference, other_model, referenc
 from grader.checks.numbers import agrees
 from grader.checks.shapes import ANY, items, numeric
 from grader.checks.timed import Timed, judge_timed_settings, timed_call
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, prompt_width, tokens_limit, upper_bound
+from grader.checks.timing import (
+    LatencyTolerance,
+    agrees_with_timed,
+    latency_readings,
+    prompt_width,
+    tokens_limit,
+    upper_bound,
+)
 from grader.discover.notebook import called_names
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
@@ -280,6 +287,10 @@ def _decodes_otherwise(event: GenerateEvent) -> bool:
     return generation.assisted or generation.more_passes
 
 
+# Seconds of time.sleep within one of the notebook's timed calls below which a timer's excess is not read as it.
+SLEPT_S = 0.005
+
+
 def _unalike_how(event: GenerateEvent) -> str:
     """How a generate of the notebook's own timed calls ran otherwise than the grader's calls of the function run it
     ("" when it did not): without the cache, with work added to its steps, with another decoding, with beams."""
@@ -368,6 +379,17 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
             # The generate its text came from, and repeats of its work (a best-of-three): a latency read on a
             # shorter generate before it (five tokens timed, fifty run for the text) is not that call's.
             full = [event for event in ended if tokens_limit(event) == tokens_limit(timed) and event["rows"] == timed["rows"]]
+            honest = latency_readings(full)
+            if is_number(call.latency) and honest and call.slept > SLEPT_S:
+                # A sleep in the call read by its timer: the latency exceeds every reading of its generates by most of
+                # what it slept (a pause between best-of-three runs, outside each run's timer, adds nothing).
+                excess = float(call.latency) - max(honest)
+                if excess >= max(SLEPT_S, 0.5 * call.slept):
+                    return (
+                        f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
+                        f"{excess:.3g} s longer than its generate took, and slept {call.slept:.3g} s (time.sleep) "
+                        "meanwhile: the timer covered the sleep"
+                    )
             if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), full):
                 return (
                     f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
@@ -918,6 +940,7 @@ class OwnCall:
     latency: Any
     time: float = 0.0
     start: float = 0.0
+    slept: float = 0.0  # seconds it slept (time.sleep) outside its generate calls
 
 
 @dataclass(frozen=True)
@@ -989,6 +1012,7 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
                     latency,
                     float(event["time"]),
                     float(event["start"]),
+                    float(event.get("slept_s") or 0.0),
                 )
             )
         return NotebookRecord(calls, kinds, notebook.generate_events(), frozenset(hooked))

@@ -333,6 +333,7 @@ class ReturnedEvent(TypedDict):
     time: float  # when it returned
     arguments: list[list[Any]]  # [name, description] pairs
     value: Any  # a description (grader/kernel/values.py decodes it)
+    slept_s: NotRequired[float]  # seconds its thread slept (time.sleep) during the call, outside generate calls
 
 
 class ModelEvent(TypedDict):

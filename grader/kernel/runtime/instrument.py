@@ -103,7 +103,17 @@ class Recorder:
             state.forward_stack = []  # the models whose forward is running, innermost last
             state.current_generate = None
             state.choices = None  # the greedy choice of each forward pass of the current generate (see note_choice)
+            state.slept = 0.0  # seconds this thread slept (time.sleep) outside generate calls
         return state
+
+    @property
+    def slept(self) -> float:
+        """Seconds this thread has slept in ``time.sleep`` outside generate calls (see :func:`_counting_sleep`)."""
+        return float(self._state().slept)
+
+    @slept.setter
+    def slept(self, value: float) -> None:
+        self._state().slept = value
 
     @property
     def generate_depth(self) -> int:
@@ -848,14 +858,18 @@ def _timed_item(item: Callable[..., Any], event: GenerateEvent) -> Callable[...,
 def _counting_sleep(original: Callable[[Any], None]) -> Callable[[Any], None]:
     """``time.sleep`` that adds the time it slept on the thread running a generate to that generate's ``added_s`` (and
     counts an added item): generate never sleeps, so a sleep inside it (a hook, a streamer, a logits processor) is work
-    the notebook added. Sleeps on other threads (a reader polling for the worker) are theirs."""
+    the notebook added. Sleeps on other threads (a reader polling for the worker) are theirs. Outside a generate, the
+    thread's ``RECORDER.slept`` counts it (a watched function's call records what it slept)."""
 
     @_wraps(original)
     def sleep(seconds: float) -> None:
         event = RECORDER.current_generate
-        if event is None or event.get("thread") != threading.get_native_id():
-            return original(seconds)
         began = _perf_counter()
+        if event is None or event.get("thread") != threading.get_native_id():
+            try:
+                return original(seconds)
+            finally:
+                RECORDER.slept += _perf_counter() - began
         try:
             return original(seconds)
         finally:

@@ -416,7 +416,7 @@ def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..
         if (RECORDER.call is None) != (scope == "notebook"):
             return original(*args, **kwargs)
         arguments = _arguments(signature, args, kwargs)
-        start = RECORDER.now()
+        start, slept = RECORDER.now(), RECORDER.slept
         value = original(*args, **kwargs)
         event: ReturnedEvent = {
             "type": "returned",
@@ -425,6 +425,7 @@ def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..
             "time": RECORDER.now(),
             "arguments": arguments,
             "value": None,
+            "slept_s": RECORDER.slept - slept,
         }
         try:
             event["value"] = describe(value)
