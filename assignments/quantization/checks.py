@@ -2249,6 +2249,37 @@ ALIKE_NAMES = {
 }
 
 
+def _summarised(
+    returned: list[tuple[float, float, float]], latency: float, tolerance: float
+) -> list[list[tuple[float, float, float]]]:
+    """The measuring calls (start, end, latency) a row's latency reports: each call that reports it alone; where none
+    does, each run of 2 to 6 consecutive calls whose mean, median or fastest it is (a row averaged over repeats)."""
+    single = [[item] for item in returned if agrees(latency, item[2], tolerance)]
+    if single:
+        return single
+    groups = []
+    for size in range(2, 7):
+        for first in range(len(returned) - size + 1):
+            group = returned[first : first + size]
+            values = [item[2] for item in group]
+            summaries = (statistics.fmean(values), statistics.median(values), min(values))
+            if any(agrees(latency, summary, tolerance) for summary in summaries):
+                groups.append(group)
+    return groups
+
+
+def _hashable(value: Any) -> Any:
+    """A setting's value as a set can hold it (prompts are a list)."""
+    return tuple(_hashable(item) for item in value) if isinstance(value, list) else value
+
+
+def _unalike_pair(base: list[dict[str, Any]], quantized: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run of the baseline's measurement and one of the quantized model's that differ, the fewest settings apart
+    (a baseline averaged over a cached and two uncached runs beside cached quantized runs: an uncached one)."""
+    pairs = [(one, other) for one in base for other in quantized if one != other]
+    return min(pairs, key=lambda pair: sum(pair[0][name] != pair[1][name] for name in ALIKE_NAMES))
+
+
 def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -> Verdict | None:
     """None unless the table's baseline and quantized rows report generates run unalike: the seed compares scenarios
     with everything but the model kept constant, so the generate the measurement of one row timed (see
@@ -2261,35 +2292,41 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         for event in outcome.returned_events(params.measure_function)
         for reported in _reported(decode(event["value"]), "latency_s")
     ]
-    settings: dict[str, list[dict[str, Any]]] = {}
+    # Per scenario, the settings of each measurement a row reports (one measuring call, or the runs its latency
+    # summarises: a mean, median or minimum of consecutive calls), as the set of distinct settings its runs had.
+    settings: dict[str, list[frozenset[tuple[tuple[str, Any], ...]]]] = {}
     dtypes: list[str] = []  # the models the baseline row's timed generates ran on
     reads_short: list[tuple[str, float, float]] = []  # (scenario, latency, its shortest generate)
     short = LatencyTolerance()
     for row in measured_rows(table):
         latency: Any = row.get("latency_s")
+        if not is_number(latency):
+            continue
         for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
-            for start, end, measured in returned:
-                if is_number(latency) and agrees(latency, measured, params.match_tolerance):
+            for group in _summarised(returned, float(latency), params.match_tolerance):
+                ran_as: set[tuple[tuple[str, Any], ...]] = set()
+                for start, end, measured in group:
                     timed = _timed_generate(events, start, end, measured)
                     ran = _longest_generates(events, start, end)
                     if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:
                         reads_short.append((scenario, measured, min(latency_readings(ran))))
-                    if timed is not None:
-                        # Whether the measuring call warmed the model up before its timed generate: one row's
-                        # measurement warmed and the other's cold times a first call's one-time costs in one row only.
-                        within = [event for event in events if float(event["start"]) >= start]
-                        warmed = warmup_before(within, timed) is not None
-                        generation = Generation.of(timed, {})
-                        settings.setdefault(scenario, []).append(
-                            {
-                                **_settings(generation),
-                                "warmed_up": warmed,
-                                "added_work": _adds_work(generation),
-                                "padded_wide": generation.padded_wide,
-                            }
-                        )
-                        if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
-                            dtypes.append(str(timed["model_dtype"]))
+                    if timed is None:
+                        continue
+                    # Whether the measuring call warmed the model up before its timed generate: one row's
+                    # measurement warmed and the other's cold times a first call's one-time costs in one row only.
+                    within = [event for event in events if float(event["start"]) >= start]
+                    generation = Generation.of(timed, {})
+                    alike = {
+                        **_settings(generation),
+                        "warmed_up": warmup_before(within, timed) is not None,
+                        "added_work": _adds_work(generation),
+                        "padded_wide": generation.padded_wide,
+                    }
+                    ran_as.add(tuple(sorted((name, _hashable(value)) for name, value in alike.items())))
+                    if scenario == "baseline" and str(timed["model_dtype"]).startswith("torch."):
+                        dtypes.append(str(timed["model_dtype"]))
+                if ran_as:
+                    settings.setdefault(scenario, []).append(frozenset(ran_as))
     if reads_short and not measure_mistimes(context):
         scenario, measured, took = reads_short[0]
         # A timer cannot read shorter than the generate it surrounds (a latency shrunk for one kind of model only).
@@ -2309,7 +2346,10 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         )
     if len(settings) < 2 or any(base == quantized for base in settings["baseline"] for quantized in settings["quantized"]):
         return None
-    base, quantized = settings["baseline"][0], settings["quantized"][0]
+    base_runs, quantized_runs = (
+        sorted((dict(runs) for runs in settings[scenario][0]), key=repr) for scenario in ("baseline", "quantized")
+    )
+    base, quantized = _unalike_pair(base_runs, quantized_runs)
     differ = [name for name in ALIKE_NAMES if base[name] != quantized[name]]
     shown = {
         "use_cache": lambda value: f"use_cache={value}",
