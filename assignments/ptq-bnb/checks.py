@@ -324,6 +324,7 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
     tolerance = LatencyTolerance(upper_rel=1.0, upper_abs_s=0.25)
     together = LatencyTolerance()
     readings: dict[int | None, list[tuple[float, list[GenerateEvent]]]] = {}
+    ran_with: dict[tuple[Any, Any], str] = {}  # (torch threads, attention implementation) -> the first prompt run so
     previous = 0.0
     for call in record.calls:
         # The call's own generates: begun once it was called (a generate the notebook runs between two calls, an aside
@@ -397,6 +398,7 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 )
             if is_number(call.latency):
                 readings.setdefault(call.serial, []).append((float(call.latency), full))
+            ran_with.setdefault((timed.get("torch_threads"), timed.get("attention")), shown)
             continue
         limit = timed["new_tokens_limit"] if isinstance(timed["new_tokens_limit"], int) else timed["max_new_tokens"]
         if is_number(call.max_new_tokens) and limit != call.max_new_tokens:
@@ -410,6 +412,19 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
         decodes = {_same_text(text) for text in decoded_variants(context, hub_id, timed).values()}
         if isinstance(call.text, str) and timed["output_ids"] and _same_text(call.text) not in decodes:
             return f"called with the prompt {shown}, it returned a text that is not a decode of its generate's output"
+    if len(ran_with) > 1:
+        (threads, attention), shown = next(iter(ran_with.items()))
+        (other_threads, other_attention), other_shown = list(ran_with.items())[1]
+        differs = (
+            f"on {threads} torch threads once and {other_threads} another time (torch.set_num_threads)"
+            if threads != other_threads
+            else f"with {attention} attention once and {other_attention} another time (attn_implementation)"
+        )
+        prompts = shown if shown == other_shown else f"{shown} and {other_shown}"
+        return (
+            f"called with the prompt {prompts}, its generates ran {differs}: every configuration is timed on the same "
+            "threads and attention, only the model changing"
+        )
     for pairs in readings.values():
         long = [(reported, ended) for reported, ended in pairs if not agrees_with_timed(together, reported, ended)]
         # Together: a run preempted between its timer and its generate now and then is noise; two runs that read long
@@ -1045,19 +1060,50 @@ def takes_medians(notebook: Any) -> bool:
     return bool(called_names(notebook) & MEDIAN_FUNCTIONS)
 
 
-def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
-    """What a row's average latency may be from these timed runs of its first prompt: the mean (and, where the
-    notebook takes ``medians``, the median) of all of them, or of all but up to two at their ends (warm-ups before
-    them, output runs after them; at least ``runs`` of them), or of the last ``runs`` (as many warm-ups of the same
-    call as the notebook likes before them)."""
+def labelled_readings(latencies: list[float], runs: int, medians: bool = True) -> list[tuple[str, float]]:
+    """What a row's average latency may be from these timed runs of its first prompt, each named by how it was taken:
+    the mean (and, where the notebook takes ``medians``, the median) of all of them, or of all but up to two at their
+    ends (warm-ups before them, output runs after them; at least ``runs`` of them), or of the last ``runs`` (as many
+    warm-ups of the same call as the notebook likes before them). Every row of a table must be taken one way (a median
+    for the quantized rows beside the baseline's mean, or a warm-up dropped for them alone, favours them)."""
     # Not any window of a longer series: the slowest three of six for one model and the fastest for another are no
     # average of their runs.
-    windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
-    windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
+    windows = [
+        (f"the {'first ' * ahead}{'last ' * behind}".strip(), latencies[ahead : len(latencies) - behind])
+        for ahead in (0, 1, 2)
+        for behind in (0, 1, 2)
+        if ahead + behind <= 2
+    ]
+    windows = [(name, window) for name, window in windows if len(window) >= min(runs, len(latencies))]
     if runs >= 1 and len(latencies) - runs > 2:  # more warm-ups than the windows above drop
-        windows.append(latencies[-runs:])
-    averages = (statistics.fmean, statistics.median) if medians else (statistics.fmean,)
-    return [average(chosen) for chosen in windows if chosen for average in averages]
+        windows.append((f"all but the last {runs}", latencies[-runs:]))
+    averages = (("mean", statistics.fmean), ("median", statistics.median)) if medians else (("mean", statistics.fmean),)
+    return [
+        (_way(average_name, dropped), average(chosen))
+        for dropped, chosen in windows
+        if chosen
+        for average_name, average in averages
+    ]
+
+
+def _way(average: str, dropped: str) -> str:
+    """How a reading was taken, in words: "the mean of every run", "the median without the first run"."""
+    if not dropped:
+        return f"the {average} of every run"
+    if dropped.startswith("all but"):
+        return f"the {average} of the last runs"
+    counts = {"first": dropped.count("first"), "last": dropped.count("last")}
+    parts = [
+        f"the {end} {count} run{'s' if count > 1 else ''}" if count > 1 else f"the {end} run"
+        for end, count in counts.items()
+        if count
+    ]
+    return f"the {average} without {' and '.join(parts)}"
+
+
+def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
+    """The values of :func:`labelled_readings`."""
+    return [value for _, value in labelled_readings(latencies, runs, medians)]
 
 
 @dataclass(frozen=True)
@@ -1068,6 +1114,7 @@ class RowRuns:
     outputs: list[str]  # outputs that are not the text the call of their prompt returned
     settings: list[str]  # calls with another max_new_tokens than the notebook's
     latency: list[str]  # an average latency that is not the average of the first prompt's timed runs
+    ways: frozenset[str] = frozenset()  # the statistics its average latency may be of its runs ("mean", "median")
 
     @property
     def count(self) -> int:
@@ -1090,10 +1137,17 @@ def _first_latencies(calls: list[OwnCall], prompts: list[Any]) -> list[float]:
     return [float(call.latency) for call in calls if prompts and call.prompt == prompts[0] and is_number(call.latency)]
 
 
+# The roughest rounding of a row's latency judged at its precision (relative): two decimals of 0.05 s or more pass;
+# whole seconds of sub-second latencies (0 or 1, hiding the quantized rows' slowdown) do not.
+LATENCY_COARSEST = 0.1
+
+
 def _average_agrees(latency: Any, reading: float) -> bool:
     """Whether a row's latency is this average of its runs: to 0.1 % or 0.1 ms (runs rounded before they are averaged
-    give another last digit, not another average), or at the precision it is shown with."""
-    return agrees(latency, reading, 1e-3) or (is_number(latency) and abs(float(latency) - reading) <= 1e-4)
+    give another last digit, not another average), or at the precision it is shown with, if fine enough."""
+    return agrees(latency, reading, 1e-3, coarsest=LATENCY_COARSEST) or (
+        is_number(latency) and abs(float(latency) - reading) <= 1e-4
+    )
 
 
 def row_runs(
@@ -1129,9 +1183,13 @@ def row_runs(
             "its model ran with forward hooks your notebook put on it (work added to every step): time the model as it loaded"
         )
     first = _first_latencies(same, prompts)
+    ways = frozenset(way for way, reading in labelled_readings(first, runs, medians) if _average_agrees(latency, reading))
+    # Compared across rows by their statistic only: which runs a row leaves out depends on the calls the notebook made
+    # before (a warm-up run once before the loop, on the first configuration's model, is honest).
+    ways = frozenset(way.split()[1] for way in ways)
     if 0 < len(first) < runs:
         wrong_latency.append(f"timed the first prompt {len(first)} time{'s' if len(first) != 1 else ''}, not {runs}")
-    elif not any(_average_agrees(latency, reading) for reading in latency_readings_of(first, runs, medians)):
+    elif not ways:
         first_other = _first_latencies([call for call in calls if call not in same], prompts)
         if first_other and any(_average_agrees(latency, reading) for reading in latency_readings_of(first_other, runs, medians)):
             other_limits.update(str(call.max_new_tokens) for call in calls if call not in same)
@@ -1157,7 +1215,7 @@ def row_runs(
                 f"({', '.join(f'{value:.4g}' for value in runs_seen[:6])} s){why}"
             )
     settings = [f"its runs used max_new_tokens {', '.join(sorted(other_limits))}, not {max_new_tokens}"] if other_limits else []
-    return RowRuns(serial, wrong_outputs, settings, wrong_latency)
+    return RowRuns(serial, wrong_outputs, settings, wrong_latency, ways)
 
 
 def rows_runs(
@@ -1194,6 +1252,21 @@ def rows_runs(
     return judged
 
 
+def unlike_averages(judged: list[tuple[str, RowRuns | None]]) -> str:
+    """How the rows' average latencies were taken, where no one way explains them all ("" when one does, or where a
+    row's way is unknown): the first row's way beside the first row that cannot have been averaged so."""
+    known = [(name, found.ways) for name, found in judged if found is not None and found.ways]
+    if len(known) < 2 or frozenset.intersection(*(ways for _, ways in known)):
+        return ""
+    names, common = [known[0][0]], known[0][1]
+    for name, ways in known[1:]:
+        if not common & ways:
+            before = " and ".join(f"'{earlier}'" for earlier in names)
+            return f"{before} take{'s' if len(names) == 1 else ''} the {sorted(common)[0]} of the runs, '{name}' the {sorted(ways)[0]}"
+        names, common = [*names, name], common & ways
+    return ""
+
+
 def explained_footprints_mb(model: Model) -> list[float]:
     """What a footprint function can give for a model: its bytes in MB, or one of the classic mistakes the memory check
     charges (elements for bytes, no buffers, bytes, KB, decimal MB: see footprint_mistakes)."""
@@ -1219,7 +1292,7 @@ def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_toler
     explained = explained_footprints_mb(configuration.model)
     believed = [value for value in configuration.footprints_mb if any(agrees(value, known, 1e-3) for known in explained)]
     candidates = [configuration.true_footprint_mb(), *believed]
-    return any(value is not None and agrees(reported, value, rel_tolerance) for value in candidates)
+    return any(value is not None and agrees(reported, value, rel_tolerance, coarsest=FOOTPRINT_COARSEST) for value in candidates)
 
 
 @check_kind("results_table", ResultsTableParams)

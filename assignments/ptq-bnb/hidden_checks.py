@@ -25,6 +25,7 @@ from .checks import (
     generate_call,
     own_calls_problem,
     rows_runs,
+    unlike_averages,
 )
 
 
@@ -140,6 +141,14 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
                 "The table's latencies are not the averages of the runs your experiment loop timed: " + "; ".join(wrong) + ".",
                 expected=f"for each configuration, the average of its {runs} timed runs of the first prompt",
                 found="; ".join(wrong),
+            )
+        unlike = unlike_averages(judged)
+        if unlike:
+            return Verdict.failed(
+                "The table's rows average their timed runs in different ways: " + unlike + ". Take every configuration's "
+                "average the same way (the same runs, the same statistic), or the comparison favours some rows.",
+                expected="every row's latency averaged the same way",
+                found=unlike,
             )
         return Verdict.passed(
             f"Every row's average latency is the average of the runs your loop timed on the first prompt ({len(judged)} configurations)."

@@ -2228,6 +2228,7 @@ def _settings(generation: Generation) -> dict[str, Any]:
         "num_beams": event["num_beams"] if isinstance(event["num_beams"], int) else 1,
         "assisted": event.get("decoding") == "_assisted_decoding",
         "more_passes": generation.more_passes,
+        "threads": event.get("torch_threads"),
     }
 
 
@@ -2246,6 +2247,7 @@ ALIKE_NAMES = {
     "warmed_up": "a warm-up in one measurement and none in the other",
     "padded_wide": "a batch padded far past its longest prompt in one and not the other",
     "added_work": "work added to one's steps (a streamer, forward hooks, logits processors) or a prefilled cache",
+    "threads": "another number of torch threads (torch.set_num_threads)",
 }
 
 
@@ -2361,6 +2363,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "more_passes": lambda value: "more than one forward pass per token" if value else "one forward pass per token",
         "added_work": lambda value: "with work added to its steps" if value else "plain",
         "padded_wide": lambda value: "padded far past its prompts" if value else "padded to its longest prompt",
+        "threads": lambda value: f"on {value} torch threads",
     }
     found = "; ".join(
         f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ

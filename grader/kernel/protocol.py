@@ -207,6 +207,8 @@ class GenerateEvent(TypedDict):
     added_items: NotRequired[int]
     added_s: NotRequired[float]
     slept_s: NotRequired[float]  # of added_s, the seconds it slept (time.sleep on its thread)
+    torch_threads: NotRequired[int | None]  # torch.get_num_threads() as it began
+    attention: NotRequired[str | None]  # the model config's attention implementation (eager, sdpa, ...)
     decoding: NotRequired[str | None]  # the decoding loop that ran (_sample, _beam_search, _assisted_decoding)
     new_tokens_limit: int | None
     instrumentation_replaced: list[str]  # what held the instrumented attributes' places while it ran (empty: none)

@@ -774,6 +774,8 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "added_items": 0,
         "added_s": 0.0,
         "slept_s": 0.0,
+        "torch_threads": _torch_threads(),
+        "attention": _attention(model),
         "decoding": None,
         "start": 0.0,
         "end": 0.0,
@@ -786,6 +788,25 @@ def new_generate_event(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         "pause": None,
         "paced_s": None,
     }
+
+
+def _torch_threads() -> int | None:
+    """The threads torch computes on as a generate begins (fewer for one model than another slows it alone)."""
+    import torch
+
+    try:
+        return int(torch.get_num_threads())
+    except Exception:
+        return None
+
+
+def _attention(model: Any) -> str | None:
+    """The attention implementation the model's config selects (eager, sdpa, flash_attention_2), if it says."""
+    try:
+        value = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    except Exception:
+        return None
+    return value[:40] if isinstance(value, str) else None
 
 
 def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
