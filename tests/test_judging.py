@@ -45,7 +45,19 @@ def test_cache_and_padding_are_read_by_meaning(label: str, use_cache: bool | Non
 
 
 @pytest.mark.parametrize(
-    ("label", "size"), [("batch_size=4", 4), ("bs=2", 2), ("batch of 3", 3), ("5 prompts", 5), ("batched x8", 8), ("bsz=4", 4)]
+    ("label", "size"),
+    [
+        ("batch_size=4", 4),
+        ("bs=2", 2),
+        ("batch of 3", 3),
+        ("5 prompts", 5),
+        ("batched x8", 8),
+        ("bsz=4", 4),
+        ("batch of size 4", 4),
+        ("batch (n=2)", 2),
+        ("4-way batch", 4),
+        ("1 prompt", 1),
+    ],
 )
 def test_batch_sizes_are_read_by_meaning(label: str, size: int) -> None:
     assert read_scenario(label).batch_size == size

@@ -296,7 +296,7 @@ class MeasureParams(LatencyTolerance, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompt's ids, the limit of new tokens, use_cache, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "device", "inputs", "added")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "dtype", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
@@ -1105,6 +1105,51 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
             "the results are not what a timer of the sweep's generate calls reads (each precision's latency_s must be the "
             "duration of a generate of its own)"
         )
+    # Every precision timed over as many runs (the fastest of five float16 runs beside one float32 run reads faster by
+    # selection alone; one more, a warm-up once before the loop on the first precision's model, is honest), and each
+    # result's rates those of its own generate's new tokens and its latency.
+    counts = [len([event for event in segment if event in timed]) for segment in _segments(sweep.outcome.generate_events())]
+    counts = [count for count in counts if count]
+    if counts and max(counts) - min(counts) >= 2:
+        return (
+            f"the sweep timed its precisions over different numbers of runs ({', '.join(map(str, counts))}): time every "
+            "precision the same way"
+        )
+    for result in results:
+        made = [_generated(event) for event in timed if agrees_with_timed(tolerance, float(result["latency_s"]), [event])]
+        wrong = _wrong_rates(result, made)
+        if wrong:
+            return wrong
+    return ""
+
+
+def _generated(event: GenerateEvent) -> int:
+    """The new tokens a generate made, over its rows (each up to its end-of-text)."""
+    return sum(event["new_tokens"] or [])
+
+
+def _wrong_rates(result: dict[str, Any], made: list[int]) -> str:
+    """Why a result's new_tokens and rates are not those of a generate that made one of ``made`` new tokens in its
+    latency ("" when they are, or where nothing says how many it made)."""
+    latency_value: Any = result.get("latency_s")
+    tokens: Any = result.get("new_tokens")
+    if not made or not is_number(latency_value) or float(latency_value) <= 0:
+        return ""
+    latency = float(latency_value)
+    if is_number(tokens) and int(float(tokens)) not in made:
+        return (
+            f"a result reports new_tokens={tokens}, but the generate its latency times made {made[0]} new tokens: count "
+            "the generated tokens only (output length minus prompt length)"
+        )
+    count = int(float(tokens)) if is_number(tokens) else made[0]
+    expected = {"tokens_per_s": count / latency, "ms_per_token": 1000 * latency / count if count else None}
+    for name, value in expected.items():
+        reported: Any = result.get(name)
+        if value is not None and is_number(reported) and not agrees(reported, value, 0.02):
+            return (
+                f"a result reports {name}={float(reported):.4g}, but {count} new tokens in {latency:.4g} s give "
+                f"{value:.4g}: derive the rates from the generated tokens and the latency (ms_per_token in milliseconds)"
+            )
     return ""
 
 

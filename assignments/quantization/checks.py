@@ -178,7 +178,7 @@ class MeasureParams(PromptsParams, TargetParams):
 
 # What the timed generate of measure_generation is compared on with the reference's: the model it was given, the
 # prompts' ids, the limit of new tokens, use_cache, the padding side of the batch, and inputs on the model's device.
-MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "device", "inputs", "added")
+MEASURE_ASPECTS = ("model", "rows", "limit", "use_cache", "beams", "padding", "dtype", "device", "inputs", "added")
 
 
 @dataclass(frozen=True)
@@ -1442,7 +1442,9 @@ class EdgeParams(LatencyTolerance, TargetParams):
     other_model: str = Field("distilgpt2", description="Hub ID of the model and tokenizer of the second call.")
     tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
-    long_tokens: int = Field(200, ge=10, description="A prompt of at least this many tokens is very long.")
+    long_tokens: int = Field(
+        120, ge=10, description="A prompt of at least this many tokens is very long (the seeds set no number)."
+    )
     repetitive_share: float = Field(
         0.25,
         gt=0,
@@ -2229,6 +2231,7 @@ def _settings(generation: Generation) -> dict[str, Any]:
         "assisted": event.get("decoding") == "_assisted_decoding",
         "more_passes": generation.more_passes,
         "threads": event.get("torch_threads"),
+        "autocast": event["autocast"],
     }
 
 
@@ -2248,6 +2251,7 @@ ALIKE_NAMES = {
     "padded_wide": "a batch padded far past its longest prompt in one and not the other",
     "added_work": "work added to one's steps (a streamer, forward hooks, logits processors) or a prefilled cache",
     "threads": "another number of torch threads (torch.set_num_threads)",
+    "autocast": "autocast in one and not the other (a float32 model computing in another precision)",
 }
 
 
@@ -2364,6 +2368,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         "added_work": lambda value: "with work added to its steps" if value else "plain",
         "padded_wide": lambda value: "padded far past its prompts" if value else "padded to its longest prompt",
         "threads": lambda value: f"on {value} torch threads",
+        "autocast": lambda value: f"under autocast ({value})" if value else "without autocast",
     }
     found = "; ".join(
         f"the baseline {shown[name](base[name])}, the quantized model {shown[name](quantized[name])}" for name in differ

@@ -17,7 +17,10 @@ _NOT_QUANTIZED = r"(?:\bnot|\bnon|\bno|\bwithout|\bw\s*,\s*o|\bbefore|\bpre)[\s_
 _CACHE = re.compile(r"(?:kv[\s_-]*)?cache|use[\s_-]*cache")
 _BATCH = (
     re.compile(r"\b(?:batch(?:[\s_-]*size)?|bsz|bs|b)\s*(?:=|:|of|x|×)?\s*(\d+)\b"),
-    re.compile(r"\b(\d+)\s*[-_ ]?(?:prompts|samples|sequences|seqs)\b"),
+    # "batch of size 4", "batch (n=4)", "batch (size 4)"
+    re.compile(r"\bbatch(?:ed)?\s*(?:of\s+size|,\s*(?:n|size|bs)\s*[=:]?)\s*(\d+)\b"),  # parentheses read as commas
+    re.compile(r"\b(\d+)\s*[-_ ]?(?:prompts?|samples?|sequences?|seqs)\b"),
+    re.compile(r"\b(\d+)[\s_-]*(?:way|wide|prompt)[\s_-]*batch"),  # "4-way batch", "4-prompt batch"
     re.compile(r"\bbatch(?:ed)?[\s_-]*(?:x|×)?\s*(\d+)\b"),
 )
 

@@ -248,6 +248,11 @@ class CorpusParams(TargetParams):
         "truncates its batches loses tokens of it.",
     )
     repeated: bool = Field(False, description="Whether one long text is given twice (a function that drops repeats is seen).")
+    end_of_text: str = Field(
+        "<|endoftext|>",
+        description="A document separator put between two documents of one long text (empty: none): a real token that a "
+        "function masking the padding by its id (the same end-of-text id) leaves out.",
+    )
     other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
     other_corpus: str = Field("", description="Name of the second call's hidden corpus (empty: one call only).")
     other_batch_size: int | None = Field(
@@ -300,7 +305,15 @@ def hidden_corpus(rng: random.Random, params: CorpusParams) -> tuple[list[str], 
     ]
     texts = longs + shorts
     ragged = [size for size in params.batch_sizes if len(texts) % size]
-    return texts, rng.choice(ragged or params.batch_sizes)
+    batch_size = rng.choice(ragged or params.batch_sizes)
+    if params.end_of_text and longs:
+        # Drawn last, so that the texts and batch size drawn before stay what they were for a seed.
+        # Not a text given twice: its repeat must stay the same text.
+        single = [index for index, text in enumerate(longs) if longs.count(text) == 1]
+        if single:
+            joined = rng.choice(single)
+            texts[joined] = f"{texts[joined]} {params.end_of_text} {documents[rng.randrange(len(documents))]}"
+    return texts, batch_size
 
 
 def draw_corpus(context: CheckContext, params: CorpusParams) -> tuple[list[str], int]:

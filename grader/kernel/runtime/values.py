@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,9 @@ def describe(value: Any, depth: int = 0) -> Any:
             "items": [describe(item, depth + 1) for item in items[:MAX_ITEMS]],
             "length": len(items),
         }
-    if isinstance(value, dict):
-        entries = list(value.items())
+    if isinstance(value, (dict, types.SimpleNamespace)):
+        # A namespace is read as the mapping of its attributes (config.name as config["name"]).
+        entries = list((value if isinstance(value, dict) else vars(value)).items())
         return {
             "kind": "dict",
             "items": [[describe(k, depth + 1), describe(v, depth + 1)] for k, v in entries[:MAX_ITEMS]],
