@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -82,7 +83,7 @@ def _resolve_path(path: list[Any]) -> Any:
     value = namespace[path[0]]
     for step in path[1:]:
         try:
-            value = value[step]
+            value = vars(value)[step] if isinstance(value, types.SimpleNamespace) else value[step]
         except (KeyError, IndexError, TypeError) as error:
             raise Missing(f"{_path_text(path)}: no item {step!r} ({type(error).__name__})") from None
     return value
