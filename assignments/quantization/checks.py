@@ -2256,10 +2256,14 @@ ALIKE_NAMES = {
 
 
 def _summarised(
-    returned: list[tuple[float, float, float]], latency: float, tolerance: float
+    returned: list[tuple[float, float, float]],
+    latency: float,
+    tolerance: float,
+    models: dict[tuple[float, float], int | None],
 ) -> list[list[tuple[float, float, float]]]:
     """The measuring calls (start, end, latency) a row's latency reports: each call that reports it alone; where none
-    does, each run of 2 to 6 consecutive calls whose mean, median or fastest it is (a row averaged over repeats)."""
+    does, each run of 2 to 6 consecutive calls of one model (``models``: each call's) whose mean, median or fastest it
+    is (a row averaged over repeats)."""
     single = [[item] for item in returned if agrees(latency, item[2], tolerance)]
     if single:
         return single
@@ -2267,6 +2271,8 @@ def _summarised(
     for size in range(2, 7):
         for first in range(len(returned) - size + 1):
             group = returned[first : first + size]
+            if len({models.get((item[0], item[1])) for item in group}) > 1:
+                continue
             values = [item[2] for item in group]
             summaries = (statistics.fmean(values), statistics.median(values), min(values))
             if any(agrees(latency, summary, tolerance) for summary in summaries):
@@ -2298,6 +2304,18 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         for event in outcome.returned_events(params.measure_function)
         for reported in _reported(decode(event["value"]), "latency_s")
     ]
+    # The model each measuring call was given (its first model argument's serial): a row averages runs of one model.
+    models = {
+        (float(event["start"]), float(event["time"])): next(
+            (
+                item.get("serial")
+                for _, item in event["arguments"]
+                if isinstance(item, dict) and isinstance(item.get("serial"), int)
+            ),
+            None,
+        )
+        for event in outcome.returned_events(params.measure_function)
+    }
     # Per scenario, the settings of each measurement a row reports (one measuring call, or the runs its latency
     # summarises: a mean, median or minimum of consecutive calls), as the set of distinct settings its runs had.
     settings: dict[str, list[frozenset[tuple[tuple[str, Any], ...]]]] = {}
@@ -2309,7 +2327,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         if not is_number(latency):
             continue
         for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
-            for group in _summarised(returned, float(latency), params.match_tolerance):
+            for group in _summarised(returned, float(latency), params.match_tolerance, models):
                 ran_as: set[tuple[tuple[str, Any], ...]] = set()
                 for start, end, measured in group:
                     timed = _timed_generate(events, start, end, measured)

@@ -308,10 +308,11 @@ def hidden_corpus(rng: random.Random, params: CorpusParams) -> tuple[list[str], 
     batch_size = rng.choice(ragged or params.batch_sizes)
     if params.end_of_text and longs:
         # Drawn last, so that the texts and batch size drawn before stay what they were for a seed.
-        # Not a text given twice: its repeat must stay the same text.
+        # The longest text not given twice (its repeat must stay the same text): made longer, its batch is padded
+        # more, never less, so a loss that counts the padding stays as far from the right one.
         single = [index for index, text in enumerate(longs) if longs.count(text) == 1]
         if single:
-            joined = rng.choice(single)
+            joined = max(single, key=lambda index: len(longs[index]))
             texts[joined] = f"{texts[joined]} {params.end_of_text} {documents[rng.randrange(len(documents))]}"
     return texts, batch_size
 
