@@ -1061,44 +1061,20 @@ def takes_medians(notebook: Any) -> bool:
 
 
 def labelled_readings(latencies: list[float], runs: int, medians: bool = True) -> list[tuple[str, float]]:
-    """What a row's average latency may be from these timed runs of its first prompt, each named by how it was taken:
-    the mean (and, where the notebook takes ``medians``, the median) of all of them, or of all but up to two at their
-    ends (warm-ups before them, output runs after them; at least ``runs`` of them), or of the last ``runs`` (as many
-    warm-ups of the same call as the notebook likes before them). Every row of a table must be taken one way (a median
-    for the quantized rows beside the baseline's mean, or a warm-up dropped for them alone, favours them)."""
+    """What a row's average latency may be from these timed runs of its first prompt, each named by its statistic
+    ("mean", "median"): the mean (and, where the notebook takes ``medians``, the median) of all of them, or of all but
+    up to two at their ends (warm-ups before them, output runs after them; at least ``runs`` of them), or of the last
+    ``runs`` (as many warm-ups of the same call as the notebook likes before them). Every row of a table must take one
+    statistic (a median for the quantized rows beside the baseline's mean favours them); which runs a row leaves out is
+    not compared (a warm-up once before the loop, on the first configuration's model, is honest)."""
     # Not any window of a longer series: the slowest three of six for one model and the fastest for another are no
     # average of their runs.
-    windows = [
-        (f"the {'first ' * ahead}{'last ' * behind}".strip(), latencies[ahead : len(latencies) - behind])
-        for ahead in (0, 1, 2)
-        for behind in (0, 1, 2)
-        if ahead + behind <= 2
-    ]
-    windows = [(name, window) for name, window in windows if len(window) >= min(runs, len(latencies))]
+    windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
+    windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
     if runs >= 1 and len(latencies) - runs > 2:  # more warm-ups than the windows above drop
-        windows.append((f"all but the last {runs}", latencies[-runs:]))
+        windows.append(latencies[-runs:])
     averages = (("mean", statistics.fmean), ("median", statistics.median)) if medians else (("mean", statistics.fmean),)
-    return [
-        (_way(average_name, dropped), average(chosen))
-        for dropped, chosen in windows
-        if chosen
-        for average_name, average in averages
-    ]
-
-
-def _way(average: str, dropped: str) -> str:
-    """How a reading was taken, in words: "the mean of every run", "the median without the first run"."""
-    if not dropped:
-        return f"the {average} of every run"
-    if dropped.startswith("all but"):
-        return f"the {average} of the last runs"
-    counts = {"first": dropped.count("first"), "last": dropped.count("last")}
-    parts = [
-        f"the {end} {count} run{'s' if count > 1 else ''}" if count > 1 else f"the {end} run"
-        for end, count in counts.items()
-        if count
-    ]
-    return f"the {average} without {' and '.join(parts)}"
+    return [(name, average(chosen)) for chosen in windows if chosen for name, average in averages]
 
 
 def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
@@ -1184,9 +1160,6 @@ def row_runs(
         )
     first = _first_latencies(same, prompts)
     ways = frozenset(way for way, reading in labelled_readings(first, runs, medians) if _average_agrees(latency, reading))
-    # Compared across rows by their statistic only: which runs a row leaves out depends on the calls the notebook made
-    # before (a warm-up run once before the loop, on the first configuration's model, is honest).
-    ways = frozenset(way.split()[1] for way in ways)
     if 0 < len(first) < runs:
         wrong_latency.append(f"timed the first prompt {len(first)} time{'s' if len(first) != 1 else ''}, not {runs}")
     elif not ways:
