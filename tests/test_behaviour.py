@@ -20,7 +20,7 @@ from grader.checks.behaviour import (
     unmatched_generations,
 )
 from grader.checks.numbers import agrees, shown_decimals
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, latency_readings
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, latency_readings, sleep_covered
 from grader.kernel.harness import models_from_events
 from tests.events import event, generate_event
 
@@ -341,3 +341,35 @@ def test_a_sleep_inside_generate_is_added_work_however_small_a_share_a_loaded_ma
     # The same share of CPU work in a hook (a streamer decoding each token) is its own.
     assert not adds_work(generate_event(**loaded, added_s=0.064, slept_s=0.0))
     assert not adds_work(generate_event(**loaded, added_s=0.004, slept_s=0.004))
+
+
+def test_hooks_the_caller_hung_on_its_model_are_not_the_call_s_work() -> None:
+    """A notebook that hooks its baseline model and then calls an honest timing function: the function added nothing
+    (its processors are its own, the caller's hooks are not)."""
+    hooked = generate_event(duration_s=0.5, added_s=0.3, added_items=50)
+    assert adds_work(hooked)
+    assert not adds_work(hooked, hooks=False)
+    processed = generate_event(duration_s=0.5, custom_processors=1, processors_s=0.3, added_s=0.3, added_items=50)
+    assert adds_work(processed, hooks=False)
+    assert "logits processors" in added_work_text(processed, hooks=False)
+
+
+def test_a_timer_is_charged_with_a_sleep_only_where_no_timer_that_long_could_miss_it() -> None:
+    """Sleeps in a call of the timing function, against a timer that surrounds its generate (1.0 to 1.3) and lies
+    within the call (0.0 to 1.4)."""
+    generate, call = (1.0, 1.3), (0.0, 1.4)
+    # Slept 0.9 to 0.95, then timed: a loaded machine read 0.35 s, 0.05 s past the generate: a timer from 1.0 misses it.
+    assert sleep_covered(0.35, [(0.9, 0.95)], generate, call) == 0.0
+    assert sleep_covered(0.45, [(0.85, 0.95)], generate, call) == 0.0
+    # A timer of 0.5 s ends by 1.4, so it began by 0.9: it covers the last 0.05 s of a sleep from 0.85 to 0.95.
+    assert abs(sleep_covered(0.5, [(0.85, 0.95)], generate, call) - 0.05) < 1e-9
+    assert abs(sleep_covered(0.55, [(0.8, 0.95)], generate, call) - 0.1) < 1e-9
+    # A sleep after the generate, before the call returned: a timer that ends at the generate's end can miss it ...
+    assert sleep_covered(0.35, [(1.32, 1.38)], generate, call) == 0.0
+    # ... unless the call began too late for that: begun at 0.99, a 0.35 s timer ends at 1.34 at the earliest.
+    assert abs(sleep_covered(0.35, [(1.32, 1.38)], generate, (0.99, 1.4)) - 0.02) < 1e-9
+    # Sleeps on both sides: the timer may lie between them.
+    assert sleep_covered(0.32, [(0.5, 0.9), (1.35, 1.39)], generate, call) == 0.0
+    # No timer that long fits the call, or one shorter than the generate: no contiguous timer, nothing covered.
+    assert sleep_covered(2.0, [(0.5, 0.9)], generate, call) == 0.0
+    assert sleep_covered(0.2, [(0.5, 0.9)], generate, call) == 0.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from grader.checks.timing import (
     agrees_with_timed,
     latency_readings,
     prompt_width,
+    sleep_covered,
     tokens_limit,
     upper_bound,
 )
@@ -291,13 +293,15 @@ def _decodes_otherwise(event: GenerateEvent) -> bool:
 SLEPT_S = 0.005
 
 
-def _unalike_how(event: GenerateEvent) -> str:
+def _unalike_how(event: GenerateEvent, hooked: bool = False) -> str:
     """How a generate of the notebook's own timed calls ran otherwise than the grader's calls of the function run it
-    ("" when it did not): without the cache, with work added to its steps, with another decoding, with beams."""
+    ("" when it did not): without the cache, with work added to its steps, with another decoding, with beams. Where
+    its model came ``hooked`` (forward hooks the caller hung on it: results-latency's charge), its processors alone
+    are the function's work."""
     if event["use_cache"] is False:
         return "without the KV cache (use_cache=False)"
-    if adds_work(event):
-        return added_work_text(event)
+    if adds_work(event, hooks=not hooked):
+        return added_work_text(event, hooks=not hooked)
     if _decodes_otherwise(event):
         return (
             "with an assistant (prompt lookup, a draft model) or more forward passes than one per token "
@@ -371,7 +375,7 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                     f"but the whole call took {took:.4g} s: a timer inside the function cannot read longer than it ran"
                 )
             # Any generate of the call: one timed without the cache and an untimed one with it for the text is the same.
-            how = next((said for event in ended if (said := _unalike_how(event))), "")
+            how = next((said for event in ended if (said := _unalike_how(event, call.hooked))), "")
             if how:
                 return (
                     f"called with the prompt {shown}, its generate ran {how}, which the grader's calls of "
@@ -383,13 +387,21 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
             honest = latency_readings(full)
             if is_number(call.latency) and honest and call.slept > SLEPT_S:
                 # A sleep in the call read by its timer: the latency exceeds every reading of its generates by most of
-                # what it slept (a pause between best-of-three runs, outside each run's timer, adds nothing).
+                # what it slept (a pause between best-of-three runs, outside each run's timer, adds nothing), and no
+                # timer that long around a generate of the call can have missed the sleep (one begun after a pause to
+                # settle the machine, read long by a loaded machine, can).
                 excess = float(call.latency) - max(honest)
-                if excess >= max(SLEPT_S, 0.5 * call.slept):
+                covered = min(
+                    sleep_covered(
+                        float(call.latency), call.sleeps, (float(event["start"]), float(event["end"])), (call.start, call.time)
+                    )
+                    for event in full
+                )
+                if excess >= max(SLEPT_S, 0.5 * call.slept) and covered >= SLEPT_S:
                     return (
                         f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
                         f"{excess:.3g} s longer than its generate took, and slept {call.slept:.3g} s (time.sleep) "
-                        "meanwhile: the timer covered the sleep"
+                        f"meanwhile: a timer that long around its generate covered at least {covered:.3g} s of the sleep"
                     )
             if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), full):
                 return (
@@ -956,6 +968,8 @@ class OwnCall:
     time: float = 0.0
     start: float = 0.0
     slept: float = 0.0  # seconds it slept (time.sleep) outside its generate calls
+    sleeps: tuple[tuple[float, float], ...] = ()  # when it slept so: (start, end) on the runtime's clock
+    hooked: bool = False  # its model carried forward hooks as it was called (the caller's work, not the function's)
 
 
 @dataclass(frozen=True)
@@ -976,6 +990,13 @@ def _text_and_latency_of(returned: Any) -> tuple[Any, Any]:
         return None, None
     first, second = values
     return (second, first) if isinstance(second, str) and is_number(first) else (first, second)
+
+
+def _sleeps(recorded: Any) -> Iterator[tuple[float, float]]:
+    """A call's recorded sleeps, as (start, end) pairs (any other item left out)."""
+    for item in recorded if isinstance(recorded, list) else []:
+        if isinstance(item, list) and len(item) == 2 and all(is_number(edge) for edge in item):
+            yield float(item[0]), float(item[1])
 
 
 def notebook_record(context: CheckContext, params: ResultsTableParams) -> NotebookRecord:
@@ -1012,9 +1033,8 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
         calls = []
         for event in notebook.returned_events(params.timed_function):
             described = [description for _, description in event["arguments"]]
-            serial = next(
-                (item["serial"] for item in described if isinstance(item, dict) and isinstance(item.get("serial"), int)), None
-            )
+            model = next((item for item in described if isinstance(item, dict) and isinstance(item.get("serial"), int)), {})
+            serial = model.get("serial")
             values = [decode(item) for item in described]
             returned = decode(event["value"])
             text, latency = _text_and_latency_of(returned)
@@ -1028,6 +1048,8 @@ def notebook_record(context: CheckContext, params: ResultsTableParams) -> Notebo
                     float(event["time"]),
                     float(event["start"]),
                     float(event.get("slept_s") or 0.0),
+                    tuple(_sleeps(event.get("sleeps"))),
+                    bool(model.get("hooks")),
                 )
             )
         return NotebookRecord(calls, kinds, notebook.generate_events(), frozenset(hooked))

@@ -156,12 +156,13 @@ def _hooks_add_work(event: GenerateEvent) -> bool:
     return bool(event.get("added_items")) and hooked > max(HOOKS_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
 
 
-def adds_work(event: GenerateEvent) -> bool:
+def adds_work(event: GenerateEvent, hooks: bool = True) -> bool:
     """Whether a generate call added logits processors or stopping criteria (passed, or built by generate from a
-    setting such as bad_words_ids) and its processors and stopping criteria took a large share of it; or hung a
-    streamer or forward hooks on it that took a share of it."""
+    setting such as bad_words_ids) and its processors and stopping criteria took a large share of it; or (``hooks``)
+    hung a streamer or forward hooks on it that took a share of it, or slept. Without ``hooks``: the processors alone
+    (a caller judged apart from hooks its model carried before the call)."""
     duration = float(event["duration_s"] or 0.0)
-    if _hooks_add_work(event):
+    if hooks and _hooks_add_work(event):
         return True
     if not event.get("custom_processors"):
         return False
@@ -169,15 +170,15 @@ def adds_work(event: GenerateEvent) -> bool:
     return spent > max(ADDED_SHARE * duration, ADDED_ABS_S)
 
 
-def added_work_text(event: GenerateEvent) -> str:
-    """What a generate that :func:`adds_work` added, in words, with the seconds it took."""
+def added_work_text(event: GenerateEvent, hooks: bool = True) -> str:
+    """What a generate that :func:`adds_work` added (with ``hooks``, as there), in words, with the seconds it took."""
     duration = float(event["duration_s"] or 0.0)
-    if _slept(event) > ADDED_ABS_S:
+    if hooks and _slept(event) > ADDED_ABS_S:
         return (
             f"with a hook, streamer or logits processor that slept {_slept(event):.3g} s of its {duration:.3g} s "
             "(time.sleep inside generate: time added to every step)"
         )
-    if _hooks_add_work(event):
+    if hooks and _hooks_add_work(event):
         hooked = float(event.get("added_s") or 0.0)
         return f"with a streamer or forward hooks that took {hooked:.3g} s of its {duration:.3g} s (work hung on every step)"
     return (

@@ -68,6 +68,29 @@ def upper_bound(tolerance: LatencyTolerance, reading: float, events: Sequence[Ge
     return reading * (1 + tolerance.upper_rel) + tolerance.upper_abs_s + queued(events)
 
 
+def sleep_covered(
+    latency: float, sleeps: Sequence[tuple[float, float]], generate: tuple[float, float], call: tuple[float, float]
+) -> float:
+    """The least seconds of these sleeps a timer reading ``latency`` seconds covers, where it surrounds the
+    ``generate`` (start, end) and lies within the ``call`` (start, end), all on one clock: 0.0 where such a timer can
+    miss every sleep, or where no contiguous timer reads ``latency`` (a best-of-three's mean; judged elsewhere).
+
+    A timer started after its sleep (a pause to settle the machine) can always be placed after it; one that read the
+    sleep cannot, wherever its end lies between the generate's end and the call's."""
+    started, ended = generate
+    lo, hi = max(ended, call[0] + latency), min(call[1], started + latency)
+    if hi < lo:
+        return 0.0
+
+    def covered(end: float) -> float:
+        return sum(max(0.0, min(end, stop) - max(end - latency, start)) for start, stop in sleeps)
+
+    # The covered time is piecewise linear in where the timer ends: least at an end of the range or where a sleep's
+    # edge meets one of the timer's.
+    turns = {lo, hi} | {edge + shift for sleep in sleeps for edge in sleep for shift in (0.0, latency)}
+    return min(covered(end) for end in turns if lo <= end <= hi)
+
+
 def call_timed(
     context: CheckContext,
     function: str,

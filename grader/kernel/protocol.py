@@ -336,6 +336,7 @@ class ReturnedEvent(TypedDict):
     arguments: list[list[Any]]  # [name, description] pairs
     value: Any  # a description (grader/kernel/values.py decodes it)
     slept_s: NotRequired[float]  # seconds its thread slept (time.sleep) during the call, outside generate calls
+    sleeps: NotRequired[list[list[float]]]  # when it slept: [start, end] pairs on the clock of start and time
 
 
 class ModelEvent(TypedDict):

@@ -27,6 +27,7 @@ MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncatin
 MAX_STRING = 20_000  # characters of a string kept
 MAX_DEPTH = 6
 MAX_EVENTS = 5_000  # instrumentation events kept per scope
+MAX_SLEEPS = 64  # a thread's latest sleeps (time.sleep outside generate) kept with their times
 MAX_IDS = 2_048  # token IDs kept per generate call
 MAX_ROWS = 64  # rows of a generate call's batch whose ids are kept (each up to MAX_IDS)
 MAX_ROW_IDS = 4 * MAX_IDS  # ids kept over all the rows of one generate call

@@ -4,6 +4,7 @@ A part of the grader's runtime (see :mod:`grader.kernel.runtime`): in the kernel
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         MAX_IDS,
         MAX_ROW_IDS,
         MAX_ROWS,
+        MAX_SLEEPS,
         _dumps,
         _getpid,
         _perf_counter,
@@ -104,6 +106,7 @@ class Recorder:
             state.current_generate = None
             state.choices = None  # the greedy choice of each forward pass of the current generate (see note_choice)
             state.slept = 0.0  # seconds this thread slept (time.sleep) outside generate calls
+            state.sleeps = collections.deque(maxlen=MAX_SLEEPS)  # when it slept: (start, end) on the runtime's clock
         return state
 
     @property
@@ -114,6 +117,17 @@ class Recorder:
     @slept.setter
     def slept(self, value: float) -> None:
         self._state().slept = value
+
+    def sleeps_since(self, start: float) -> list[list[float]]:
+        """When this thread slept in ``time.sleep`` outside generate calls since ``start`` (the runtime's clock), as
+        [start, end] pairs: the last :data:`MAX_SLEEPS` of them."""
+        return [[began, ended] for began, ended in self._state().sleeps if began >= start]
+
+    def note_sleep(self, began: float, ended: float) -> None:
+        """Count a sleep of this thread outside generate calls (``_perf_counter`` times)."""
+        state = self._state()
+        state.slept += ended - began
+        state.sleeps.append((began - self.clock_origin, ended - self.clock_origin))
 
     @property
     def generate_depth(self) -> int:
@@ -890,7 +904,7 @@ def _counting_sleep(original: Callable[[Any], None]) -> Callable[[Any], None]:
             try:
                 return original(seconds)
             finally:
-                RECORDER.slept += _perf_counter() - began
+                RECORDER.note_sleep(began, _perf_counter())
         try:
             return original(seconds)
         finally:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _type_name,
         describe,
         describe_model,
+        forward_hooks,
         instrument_onnxruntime,
         model_fingerprint,
         op_onnx_graph,
@@ -349,6 +350,7 @@ def _object_entry(value: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"kind": "object", "type": _type_name(value)}
     if _is_model(value):
         entry["serial"] = model_serial(value)
+        entry["hooks"] = forward_hooks(value)  # the forward hooks it carries as it is given (the caller's, not the call's)
     return entry
 
 
@@ -427,6 +429,7 @@ def _watched(name: str, original: Callable[..., Any], scope: str) -> Callable[..
             "arguments": arguments,
             "value": None,
             "slept_s": RECORDER.slept - slept,
+            "sleeps": RECORDER.sleeps_since(start),
         }
         try:
             event["value"] = describe(value)

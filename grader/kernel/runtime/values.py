@@ -266,10 +266,14 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
         values = [float(value) for value in flat[::step][:FINGERPRINT_VALUES].float().cpu().tolist()]
     except Exception:  # no embedding to read: the sizes alone
         values = []
-    hooks = 0
+    return {"sizes": sizes, "embedding": values, "hooks": forward_hooks(model)}
+
+
+def forward_hooks(model: Any) -> int:
+    """How many forward hooks and pre-hooks a model's modules carry (0 where they cannot be read)."""
     with contextlib.suppress(Exception):
-        hooks = sum(len(module._forward_hooks) + len(module._forward_pre_hooks) for module in model.modules())
-    return {"sizes": sizes, "embedding": values, "hooks": hooks}
+        return sum(len(module._forward_hooks) + len(module._forward_pre_hooks) for module in model.modules())
+    return 0
 
 
 def _ort_model_class() -> Any:
