@@ -20,6 +20,7 @@ from rich.table import Table
 
 from grader import __version__, scratch
 from grader.errors import GraderError, UsageError
+from grader.student import KIT_FILE
 
 if TYPE_CHECKING:
     from grader.reports.results import SubmissionResult
@@ -29,8 +30,36 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
+# What a student cannot do with a kit (no reference implementation, no hidden checks): the instructor's commands.
+INSTRUCTOR_COMMANDS = ("run", "gradescope", "build-student-kit", "publish", "list-kinds")
+KIT_HELP = """Check your notebook of the LLM inference course against the assignment's public checks.
+
+`grade check NOTEBOOK` (or `grade NOTEBOOK`) runs your notebook and the public checks on it, and
+explains each lost point; the instructor grades it again with hidden checks as well.
+"""
+
+
+def in_student_kit() -> bool:
+    """Whether this grader runs from a student kit (its copy of the package, beside the kit's KIT_VERSION)."""
+    return (Path(__file__).resolve().parent.parent / KIT_FILE).is_file()
+
+
 class GradeGroup(DefaultGroup):
-    """The commands, whose help also lists the default command's options (``grade PATH...`` is ``grade run``)."""
+    """The commands, whose help also lists the default command's options (``grade PATH...`` is ``grade run``). From a
+    student kit: ``grade check`` alone (the default), the instructor's commands refused with what to run instead."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return [name for name in names if name not in INSTRUCTOR_COMMANDS] if in_student_kit() else names
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if in_student_kit() and cmd_name in INSTRUCTOR_COMMANDS:
+            raise click.UsageError(
+                f"`grade {cmd_name}` is for instructors, and this is a student kit: "
+                "run `grade check YOUR_NOTEBOOK.ipynb` to check your notebook.",
+                ctx,
+            )
+        return super().get_command(ctx, cmd_name)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
@@ -39,11 +68,18 @@ class GradeGroup(DefaultGroup):
             return
         sub = click.Context(command, info_name=command.name, parent=ctx)
         rows = [row for param in command.get_params(sub) if (row := param.get_help_record(sub)) is not None]
-        with formatter.section(f"Options of `grade {command.name}`, the default (`grade PATH... [OPTIONS]`)"):
+        options, *arguments = command.collect_usage_pieces(sub)
+        with formatter.section(f"Options of `grade {command.name}`, the default (`grade {' '.join([*arguments, options])}`)"):
             formatter.write_dl(rows)
 
 
-@click.group(cls=GradeGroup, default="run", default_if_no_args=False, context_settings=CONTEXT)
+@click.group(
+    cls=GradeGroup,
+    default="check" if in_student_kit() else "run",
+    default_if_no_args=False,
+    context_settings=CONTEXT,
+    help=KIT_HELP if in_student_kit() else None,
+)
 @click.version_option(__version__, prog_name="grade")
 def main() -> None:
     """Grade notebooks of the LLM inference course.
@@ -347,6 +383,12 @@ def build_student_kit(assignment: str, out_dir: Path, course_dir: Path | None, c
             highlight=False,
             soft_wrap=True,
         )
+    Console(stderr=True).print(
+        f"Next: give students {escape(str(kit.folder))}.zip. Each unzips it and follows its README.md (install once, "
+        f"then `grade check {escape(assignment)}.ipynb`); the kit holds no solution, reference code or hidden check.",
+        highlight=False,
+        soft_wrap=True,
+    )
     click.echo(str(kit.folder))
 
 

@@ -53,8 +53,23 @@ def kit(tmp_path_factory: pytest.TempPathFactory, root: Path, zoo: object) -> Pa
     completed = run("build-student-kit", ASSIGNMENT, str(out), cwd=root)
     assert completed.returncode == 0, completed.stderr[-3000:]
     folder = Path(completed.stdout.strip())
+    assert f"`grade check {ASSIGNMENT}.ipynb`" in " ".join(completed.stderr.split())  # the next step, for the instructor
     assert folder == out / f"{ASSIGNMENT}-kit" and (out / f"{ASSIGNMENT}-kit.zip").is_file()
     return folder
+
+
+def test_the_kit_offers_the_student_s_command_alone(kit: Path, root: Path, tmp_path: Path) -> None:
+    """From a kit, `grade` lists and runs `check` (also as its default); an instructor's command is refused, naming
+    what a student runs instead."""
+    shown = run("--help", cwd=kit, kit=kit)
+    assert shown.returncode == 0, shown.stderr
+    assert "check" in shown.stdout
+    for command in ("gradescope", "publish", "build-student-kit", "list-kinds", "run "):
+        assert command not in shown.stdout, shown.stdout
+    refused = run("gradescope", ASSIGNMENT, str(tmp_path), cwd=kit, kit=kit)
+    assert refused.returncode == 2 and "grade check" in refused.stderr and "student kit" in refused.stderr, refused.stderr
+    default = run(str(root / "submissions" / ASSIGNMENT / "mistake-batch-means.ipynb"), "--only", "nothing", cwd=kit, kit=kit)
+    assert "No such command" not in default.stderr and "grade run" not in default.stderr, default.stderr
 
 
 def kit_files(kit: Path) -> Iterator[tuple[str, str]]:
@@ -82,6 +97,9 @@ def test_the_kit_holds_the_starter_the_public_rubric_and_the_grader(kit: Path, r
     assert (kit / f"{ASSIGNMENT}.ipynb").read_bytes() == (root / "assignments" / ASSIGNMENT / "starter.ipynb").read_bytes()
     readme = (kit / "README.md").read_text()
     assert "grade check perplexity.ipynb" in readme and "check()" in readme and "5 hidden checks (12 points)" in readme
+    # Each platform's commands: a venv's programs are in bin/ on Linux and macOS, in Scripts\ on Windows.
+    assert ".venv/bin/pip install -c constraints.txt -e ." in readme and ".venv\\Scripts\\pip install" in readme
+    assert "--index-url https://download.pytorch.org/whl/cpu" in readme  # Linux's PyPI torch is a CUDA build
 
 
 def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, root: Path, course: Course) -> None:

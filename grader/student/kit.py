@@ -31,6 +31,7 @@ from grader import __version__
 from grader.errors import CourseError
 from grader.grading.course import ASSIGNMENTS_DIR, PUBLIC_CHECKS, RUBRIC_FILE, Assignment, Course
 from grader.grading.replay import RECORDED_FILE, Recording
+from grader.student import KIT_FILE
 from grader.student.selfcheck import SELF_CHECK_ID, self_check_settings
 from grader.zoo import ModelZoo
 
@@ -39,7 +40,7 @@ PROJECT_FILES = ("pyproject.toml", "constraints.txt")
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 WITHHELD_BODY = 'raise NotImplementedError("withheld from the student kit: its values are replayed from recorded.json")'
 
-STUDENT_README = """# Self-check kit: {title}
+STUDENT_README = r"""# Self-check kit: {title}
 
 This kit checks your notebook for the assignment `{assignment}` on your own computer, offline,
 with the **public checks** of the course's grader: the same code, the same tiny models, the same
@@ -51,16 +52,30 @@ not sufficient.
 
 Python 3.11 or newer, on Linux, macOS or Windows. Your notebook runs as an ordinary program
 on your computer, as it does in Jupyter (the instructor's grader also isolates it; that does
-not change the verdicts). In this folder:
+not change the verdicts). In this folder, on Linux or macOS:
 
 ```bash
-python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e .
+python3 -m venv .venv
+.venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # Linux: the CPU build
+.venv/bin/pip install -c constraints.txt -e .
 ```
 
-(`constraints.txt` pins the CPU build of torch and the library versions the expected values
-were recorded with; on another torch or transformers the tiny models differ and the check says
-so.) The first check builds the tiny models it serves to your notebook as "gpt2" (about 10 s,
-once), so checking needs no network; your own Jupyter still loads the real models.
+On Windows (PowerShell or cmd), where PyPI's torch is already the CPU build:
+
+```
+py -3 -m venv .venv
+.venv\Scripts\pip install -c constraints.txt -e .
+```
+
+and write `.venv\Scripts\grade` wherever this page says `.venv/bin/grade`.
+
+(On Linux, PyPI's torch is a CUDA build of several GB; the first line takes the CPU build from
+PyTorch's own index, and skipping it only costs the download. On macOS PyPI's build is the CPU
+one, and the first line may be left out. `constraints.txt` pins the library versions the
+expected values were recorded with; on another torch or transformers the tiny models differ and
+the check says so.) The first check builds the tiny models it serves to your notebook as "gpt2"
+(under a minute, once), so checking needs no network; your own Jupyter still loads the real
+models.
 
 ## Check your notebook
 
@@ -183,7 +198,7 @@ def write_kit(project_root: Path, spec: Assignment, recording: Recording, kit: P
         ),
         encoding="utf-8",
     )
-    (kit / "KIT_VERSION").write_text(f"grader {__version__}, assignment {spec.name}, zoo {recording.zoo}\n", encoding="utf-8")
+    (kit / KIT_FILE).write_text(f"grader {__version__}, assignment {spec.name}, zoo {recording.zoo}\n", encoding="utf-8")
 
 
 def copy_package_without_reference_side(source: Path, target: Path) -> None:
