@@ -574,10 +574,23 @@ def _current_user() -> str:
     return name or "this user"
 
 
+# Files Docker and Podman put in every container they run.
+CONTAINER_MARKERS = (Path("/.dockerenv"), Path("/run/.containerenv"))
+
+
+def shown_out(out_dir: Path, markers: Sequence[Path] = CONTAINER_MARKERS) -> str:
+    """Where the results are, as the user reads it: in a container, the folder the user mounted at ``out_dir`` (a
+    path inside the container means nothing on the host)."""
+    absolute = out_dir if out_dir.is_absolute() else Path.cwd() / out_dir
+    if any(marker.exists() for marker in markers):
+        return f"{out_dir}/ (in the container: the host folder you mounted at {absolute})"
+    return f"{out_dir}/"
+
+
 def _summary_table(results: Sequence[SubmissionResult], out_dir: Path) -> Table:
     from grader.reports.render import problems_summary
 
-    table = Table(title=f"Results in {out_dir}/ (summary.html, grades.csv)", title_justify="left")
+    table = Table(title=f"Results in {shown_out(out_dir)} (summary.html, grades.csv)", title_justify="left")
     # Ids and scores are never broken mid-word; the notes wrap between words.
     table.add_column("Submission", no_wrap=True)
     table.add_column("Assignment", no_wrap=True)

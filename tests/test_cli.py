@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import make_notebook, write_notebook
+from grader.cli import shown_out
 from tests.conftest import SEED
 from tests.grade_server import grade_process
 
@@ -133,3 +134,10 @@ def test_library_warnings_stay_out_of_the_grader_output_even_when_first_imported
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environ)
     assert completed.returncode == 0, completed.stderr
     assert "Found different candidate" not in completed.stderr and "errors still show" in completed.stderr
+
+
+def test_in_a_container_the_results_folder_is_named_as_the_host_mounted_it(tmp_path: Path) -> None:
+    marker = tmp_path / ".dockerenv"
+    assert shown_out(Path("/work/out"), [marker]) == "/work/out/"
+    marker.touch()
+    assert shown_out(Path("/work/out"), [marker]) == "/work/out/ (in the container: the host folder you mounted at /work/out)"
