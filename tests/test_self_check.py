@@ -24,9 +24,9 @@ from tests.grade_server import grade_process
 HIDDEN = "5 hidden checks worth 12 points"  # perplexity's hidden checks, counted, never named
 
 
-def grade_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the real `grade check` (a wide terminal, so table cells do not wrap mid-word)."""
-    return grade_process(["check", *args], cwd=cwd, env={**os.environ, "COLUMNS": "200"}, timeout=600)
+def grade_check(*args: str, cwd: Path, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    """Run the real `grade check` (by default a wide terminal, so table cells do not wrap mid-word)."""
+    return grade_process(["check", *args], cwd=cwd, env={**os.environ, "COLUMNS": str(columns)}, timeout=600)
 
 
 def outcomes(path: Path) -> dict[str, str]:
@@ -79,12 +79,16 @@ def test_the_solution_passes_every_public_check(tmp_path: Path, root: Path, zoo:
 def test_a_wrong_notebook_fails_with_why_a_hint_and_a_link(tmp_path: Path, root: Path, zoo: object) -> None:
     results = tmp_path / "results.json"
     completed = grade_check(
-        str(root / "submissions" / "perplexity" / "mistake-batch-means.ipynb"), "--json", str(results), cwd=tmp_path
+        str(root / "submissions" / "perplexity" / "mistake-batch-means.ipynb"), "--json", str(results), cwd=tmp_path, columns=80
     )
     assert completed.returncode == 1, completed.stderr[-2000:]
+    # On an 80-column terminal the link is whole, on a line of its own below the table (clickable and copyable).
+    assert "[1] https://huggingface.co/docs/transformers/en/perplexity" in completed.stdout.splitlines()
     assert outcomes(results)["loss-public"] == "failed"
     assert {check for check, outcome in outcomes(results).items() if outcome == "failed"} == {"loss-public"}
-    out = " ".join(completed.stdout.split())
+    # The table's last column ("Why, and what to read"), read down: the text a narrow terminal wrapped.
+    why = [line.split("│")[-2] for line in completed.stdout.splitlines() if line.count("│") >= 2]
+    out = " ".join(" ".join([*why, completed.stdout]).split())
     # The sentence itself is in the results; the table may wrap it anywhere, so the terminal is
     # checked for its key words, the hint and the link.
     message = json.loads(results.read_text())["tests"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.console import Group
 from rich.markup import escape
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -87,6 +88,7 @@ def report(result: SubmissionResult, html_path: Path | None) -> Group:
     table.add_column("Points", justify="right", no_wrap=True)
     table.add_column("Result", no_wrap=True)
     table.add_column("Why, and what to read", overflow="fold")
+    links: list[str] = []  # printed below the table, whole: a link folded in a cell can be neither clicked nor copied
     for check in result.checks:
         if check.outcome == "manual" or (check.graded_by == "instructor" and check.outcome != "failed"):
             points = f"{check.points:g} by hand"
@@ -99,9 +101,16 @@ def report(result: SubmissionResult, html_path: Path | None) -> Group:
             if check.hint:
                 why += f"\n[bold]Hint:[/] {escape(check.hint)}"
             if check.docs:
-                why += "\n[dim]Read:[/] " + " ".join(escape(link) for link in check.docs)
+                numbers = []
+                for link in check.docs:
+                    if link not in links:
+                        links.append(link)
+                    numbers.append(f"\\[{links.index(link) + 1}]")
+                why += "\n[dim]Read:[/] " + " ".join(numbers) + " (below)"
         table.add_row(escape(check.name), points, OUTCOME_STYLES[check.outcome], why)
     lines: list[Table | Text] = [table]
+    for number, link in enumerate(links, 1):
+        lines.append(Text.assemble(f"[{number}] ", (link, Style(link=link)), no_wrap=True, overflow="ignore"))
     for problem in result.cell_problems:
         where = f"Cell {problem.cell_index + 1}" if problem.cell_index >= 0 else "Notebook"
         lines.append(Text.from_markup(f"[red]{where}:[/] {escape(problem.message)}"))
