@@ -15,6 +15,7 @@ from course_assignments.ptq_bnb.checks import (
     LoadedConfiguration,
     declared_kind,
     event_kind,
+    explained_footprints_mb,
     flag_note,
     loaded_kind,
     memory_agrees,
@@ -110,7 +111,14 @@ def test_names_must_agree_with_what_loaded() -> None:
 def test_a_row_reports_the_memory_of_the_model_its_configuration_loads() -> None:
     configuration = LoadedConfiguration(0, "INT8", described(eight=True, int8=8), None, "text", footprints_mb=(4.0, 4.1))
     assert memory_agrees(5.0, configuration, 1e-3)  # the model's bytes: (4 + 1) MB
-    assert memory_agrees(4.0, configuration, 1e-3)  # what the student's own function says of it
+    # What the student's own function says of it, where it makes that mistake (parameters without buffers) on the
+    # grader's model of the same kind too: the memory check charges it there.
+    no_buffers = next(index for index, value in enumerate(explained_footprints_mb(configuration.model)) if value == 4.0)
+    assert memory_agrees(4.0, configuration, 1e-3, mistake=no_buffers)
+    # A function right on the grader's INT8 model (or giving no known value) that says 4 MB of the notebook's own INT8
+    # model reports another number only for the notebook's configurations: not believed.
+    assert not memory_agrees(4.0, configuration, 1e-3, mistake=0)
+    assert not memory_agrees(4.0, configuration, 1e-3)
     assert not memory_agrees(9.0, configuration, 1e-3)
     assert not memory_agrees(5.01, configuration, 1e-3)
 

@@ -13,18 +13,21 @@ from pydantic import Field
 
 from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
 from grader.checks.timed import judge_timed_settings
-from grader.checks.timing import LatencyTolerance, judge_timed_latency
+from grader.checks.timing import LatencyTolerance, judge_timed_latency, tokens_limit
 from grader.kernel.protocol import GenerateEvent
 from grader.kernel.values import is_number, kind_of
 
 from .checks import (
     ResultsTableParams,
+    RowRuns,
     _results_frame,
     _row_classes,
     _text_and_latency,
     generate_call,
+    labelled_readings,
     own_calls_problem,
     rows_runs,
+    takes_medians,
     unlike_averages,
 )
 
@@ -109,6 +112,14 @@ class ResultsLatencyParams(ResultsTableParams):
     lower_rel: float = Field(0.1, ge=0, lt=1, description="Allowance below the fastest instrumented call.")
     upper_rel: float = Field(0.25, ge=0, description="Allowance above the slowest instrumented call.")
     abs_s: float = Field(0.015, ge=0, description="Absolute allowance either side.")
+    timer_rel: float = Field(
+        0.1,
+        ge=0,
+        description=(
+            "Where the notebook times generate inline (no call of its timing function recorded): how much longer than "
+            "the mean or median of its runs' generate calls a row's average may read (a timer's own work, a busy machine)."
+        ),
+    )
 
 
 @check_kind("results_latency", ResultsLatencyParams)
@@ -189,11 +200,24 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
             serial_of_row[position] = serial
     problems = []
     checked = 0
+    limit = context.returned(harness.describe(params.max_new_tokens, timeout_s=context.timeout_s), f"`{params.max_new_tokens}`")
+    medians = takes_medians(context.notebook)
+    timer = LatencyTolerance()
+    ways: list[tuple[str, frozenset[str]]] = []  # each row's statistics that explain its latency ("mean", "median")
     for position, (name, _, latency) in enumerate(rows):
         if position not in serial_of_row:
             problems.append(f"no generate call on the first prompt was recorded for '{name}'")
             continue
-        durations = [float(event["duration_s"]) for event in calls_by_model[serial_of_row[position]]]
+        ran = calls_by_model[serial_of_row[position]]
+        # The runs a row averages generate the notebook's MAX_NEW_TOKENS (a warm-up of a few tokens may come before).
+        at_limit = [event for event in ran if is_number(limit) and tokens_limit(event) == int(limit)]
+        durations = [float(event["duration_s"]) for event in at_limit]
+        if not at_limit:
+            others = sorted({str(tokens_limit(event)) for event in ran})
+            problems.append(
+                f"'{name}' timed the first prompt with max_new_tokens={', '.join(others)}, not {params.max_new_tokens} ({limit})"
+            )
+            continue
         if len(durations) < runs:
             problems.append(
                 f"'{name}' timed the first prompt {len(durations)} time{'s' if len(durations) != 1 else ''}, not {runs} ({params.runs})"
@@ -202,18 +226,40 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
         if not is_number(latency):
             problems.append(f"'{name}' has no numeric latency")
             continue
-        low = min(durations) * (1 - params.lower_rel) - params.abs_s
-        high = max(durations) * (1 + params.upper_rel) + params.abs_s
-        if not low <= float(latency) <= high:
+        # The average of the timer's readings: of the runs' generate calls, never shorter (a timer around a call reads
+        # at least its duration), a little longer (the timer's own work, a busy machine).
+        explained = frozenset(
+            way
+            for way, reading in labelled_readings(durations, runs, medians)
+            if reading * (1 - timer.lower_rel) - timer.lower_abs_s
+            <= float(latency)
+            <= reading * (1 + params.timer_rel) + params.abs_s
+        )
+        if not explained:
             mean = statistics.mean(durations)
             if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
                 why = "it is the sum of the runs, not their average"
             elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
                 why = "it is in milliseconds, not seconds"
+            elif min(durations) * (1 - params.lower_rel) - params.abs_s <= float(latency) <= max(durations) + params.abs_s:
+                why = (
+                    f"that is one of its {len(durations)} runs ({number(min(durations), 's')} to "
+                    f"{number(max(durations), 's')}), not their average"
+                )
             else:
                 why = f"the {len(durations)} generate calls on the first prompt took {number(min(durations), 's')} to {number(max(durations), 's')}"
             problems.append(f"'{name}' reports {number(float(latency), 's')}, but {why}")
+        else:
+            ways.append((str(name), explained))
         checked += 1
+    unlike = unlike_averages([(name, RowRuns(0, [], [], [], explained)) for name, explained in ways])
+    if unlike and not problems:
+        return Verdict.failed(
+            "The table's rows average their timed runs in different ways: " + unlike + ". Take every configuration's "
+            "average the same way (the same runs, the same statistic), or the comparison favours some rows.",
+            expected="every row's latency averaged the same way",
+            found=unlike,
+        )
     if problems:
         return Verdict.failed(
             "The table's latencies do not match the generate calls your experiment loop made: " + "; ".join(problems) + ".",

@@ -1443,7 +1443,12 @@ class EdgeParams(LatencyTolerance, TargetParams):
     tokens: list[int] = Field([6, 12], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     short_tokens: int = Field(4, ge=1, description="A prompt of at most this many tokens is very short.")
     long_tokens: int = Field(
-        120, ge=10, description="A prompt of at least this many tokens is very long (the seeds set no number)."
+        64,
+        ge=10,
+        description=(
+            "A prompt of at least this many tokens is very long (the seeds set no number: a paragraph of fifty words, "
+            "ten times the seeds' prompts, is)."
+        ),
     )
     repetitive_share: float = Field(
         0.25,
@@ -1464,6 +1469,8 @@ def edge_kinds(ids: list[int], text: str, params: EdgeParams) -> set[str]:
         kinds.add("repetitive")
     elif len(ids) >= 6 and re.fullmatch(r"\s*(\S.*?)(?:\s*\1){2,}\s*", text, re.DOTALL):
         kinds.add("repetitive")  # a phrase said three times or more ("I am happy." x 4: a third of its tokens distinct)
+    elif re.fullmatch(r"\s*(\S.*?)(?:\s*\1){3,}\s*", text, re.DOTALL):
+        kinds.add("repetitive")  # a word or phrase said four times or more, however short ("la la la la la")
     elif len(ids) >= 8 and (run := re.search(r"(\S+?)(?:\s*\1){4,}", text)) and len(run.group(0)) * 3 >= len(text.strip()):
         kinds.add("repetitive")  # a word said five times or more after a few others ("Repeat after me: na na na ...")
     # Very short by its tokens, or by its words where a tokenizer splits words finely (the tiny zoo's gives "Hello
@@ -2171,6 +2178,9 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
     perplexities = [
         ppx for event in outcome.returned_events(params.ppx_function) for ppx in _reported(decode(event["value"]), "ppx")
     ]
+    other_texts = _ppx_from_other_texts(params, outcome, table, call)
+    if other_texts is not None:
+        return other_texts
     for row in measured_rows(table):
         scenario: Any = row.get("scenario")
         latency: Any = row.get("latency_s")
@@ -2199,6 +2209,36 @@ def judge_table_sources(context: CheckContext, params: ControllerParams, table: 
                 expected=f"a perplexity {params.ppx_function} returned",
                 found=number(float(ppx)),
             )
+    return None
+
+
+def _ppx_from_other_texts(params: ControllerParams, outcome: CallOutcome, table: Frame, call: str) -> Verdict | None:
+    """None unless the table's baseline and quantized perplexities were returned by perplexity calls on other texts
+    (each row's value found, but on no texts both were): a quality drift compares the two models on one corpus."""
+    scored: dict[str, dict[str, list[float]]] = {}  # texts -> scenario -> the perplexities returned for it on them
+    for event in outcome.returned_events(params.ppx_function):
+        value = decode(event["value"]) if isinstance(event["value"], dict) else None
+        texts = json.dumps(argument(event, "texts", 2), sort_keys=True, default=str)
+        for key, item in value.items() if isinstance(value, dict) else ():
+            found = [float(item)] if is_number(item) else _reported(item, "ppx")
+            for scenario in row_scenarios(key):
+                scored.setdefault(texts, {}).setdefault(scenario, []).extend(found)
+    common: set[str] | None = None
+    for row in measured_rows(table):
+        ppx: Any = row.get("ppx")
+        for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"} if is_number(ppx) else ():
+            on = {
+                texts for texts, by in scored.items() if any(agrees(ppx, v, params.match_tolerance) for v in by.get(scenario, []))
+            }
+            if on:  # a perplexity no call returned is another check's
+                common = on if common is None else common & on
+    if common is not None and not common:
+        return Verdict.failed(
+            f"In the table {call} returned, the baseline's and the quantized model's perplexities come from "
+            f"{params.ppx_function} calls on other texts: a quality drift compares the two models on the same corpus.",
+            expected="both perplexities from one corpus",
+            found="each from other texts",
+        )
     return None
 
 
@@ -2321,6 +2361,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
     settings: dict[str, list[frozenset[tuple[tuple[str, Any], ...]]]] = {}
     dtypes: list[str] = []  # the models the baseline row's timed generates ran on
     reads_short: list[tuple[str, float, float]] = []  # (scenario, latency, its shortest generate)
+    reads_long: list[tuple[str, float, float]] = []  # (scenario, latency, its longest reading)
     short = LatencyTolerance()
     for row in measured_rows(table):
         latency: Any = row.get("latency_s")
@@ -2334,6 +2375,10 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                     ran = _longest_generates(events, start, end)
                     if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:
                         reads_short.append((scenario, measured, min(latency_readings(ran))))
+                    elif ran and measured > max(latency_readings(ran)) and not agrees_with_timed(short, measured, ran):
+                        # Nor longer than a timer of one of them reads (a latency inflated for one kind of model only,
+                        # in the run alone: the grader's own calls of the measuring function get the truth).
+                        reads_long.append((scenario, measured, max(latency_readings(ran))))
                     if timed is None:
                         continue
                     # Whether the measuring call warmed the model up before its timed generate: one row's
@@ -2358,6 +2403,15 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
             f"In the table {call} returned, the {scenario} row's latency ({number(measured, 's')}) is shorter than any "
             f"generate its measurement ran ({number(took, 's')}): report what the timer read.",
             expected=f"at least {number(took, 's')}",
+            found=number(measured, "s"),
+        )
+    if reads_long and not measure_mistimes(context):
+        scenario, measured, took = reads_long[0]
+        return Verdict.failed(
+            f"In the table {call} returned, the {scenario} row's latency ({number(measured, 's')}) is longer than a timer "
+            f"of any generate its measurement ran reads (the longest took {number(took, 's')}): report what the timer "
+            "read.",
+            expected=f"about {number(took, 's')}",
             found=number(measured, "s"),
         )
     if dtypes and "torch.float32" not in dtypes:
