@@ -568,3 +568,8 @@ def test_edge_kinds_read_a_prompt_as_its_writer_meant_it() -> None:
     assert edge_kinds([1, 2, 3, 4, 5, 6, 7, *[8] * 10, 9, 10, 11, 12, 13, 14, 15, 16, 17], repeat, params) == {"repetitive"}
     sentence = "A sentence with many different words in it, none of them said twice, and a comma."
     assert "repetitive" not in edge_kinds(list(range(20)), sentence, params)
+    # A word said five times is repetitive however few tokens it is; a paragraph of 70 words is very long.
+    assert "repetitive" in edge_kinds([1, 2, 2, 2, 2], "la la la la la", params)
+    assert "repetitive" not in edge_kinds([1, 2, 3], "la la la", params)
+    assert "very long" in edge_kinds(list(range(112)), " ".join(["word"] + [f"w{index}" for index in range(70)]), params)
+    assert "very long" not in edge_kinds(list(range(20)), sentence, params)

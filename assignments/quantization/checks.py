@@ -72,7 +72,7 @@ from grader.checks.timing import (
 from grader.grading.replay import NotRecorded
 from grader.grading.rubric import validated_params
 from grader.kernel.harness import CallOutcome, literal, mapping, onnx_model
-from grader.kernel.protocol import GenerateEvent, ReturnedEvent
+from grader.kernel.protocol import GenerateEvent, OnnxRunEvent, ReturnedEvent
 from grader.kernel.values import Frame, OnnxModel, decode, is_number, kind_of
 from grader.quiet import quiet_libraries
 
@@ -2454,6 +2454,53 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
     )
 
 
+def _losses_unlike_runs(context: CheckContext, params: ControllerParams, outcome: CallOutcome) -> list[str]:
+    """Where the run's perplexity function reported a quantized model's loss other than the ONNX Runtime session runs
+    it made meanwhile give (the runs of one session covering every token of its texts): the quantized model's
+    perplexity, as on the grader's own calls, is what its logits give."""
+    problems = []
+    tokenizer = context.models.tokenizer(params.model)
+    for event in outcome.returned_events(params.ppx_function):
+        value = decode(event["value"]) if isinstance(event["value"], dict) else None
+        texts = argument(event, "texts", 2)
+        if not isinstance(value, dict) or not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            continue
+        reported = [
+            float(item["loss"])
+            for key, item in value.items()
+            if read_scenario(key).quantized and isinstance(item, dict) and is_number(item.get("loss"))
+        ]
+        sessions: dict[int, list[OnnxRunEvent]] = {}
+        for run in outcome.onnx_run_events():
+            if float(event["start"]) <= float(run["start"]) and float(run["end"]) <= float(event["time"]):
+                sessions.setdefault(int(run["session_serial"]), []).append(run)
+        with quiet_libraries():
+            tokens = sum(context.expected(text_token_lengths, tokenizer, texts))
+        implied: list[float] = []
+        for runs in sessions.values():
+            seen = [
+                (run["nll_sums"], run["nll_counts"], run["row_tokens"] or [])
+                for run in runs
+                if isinstance(run["nll_sums"], dict) and isinstance(run["nll_counts"], dict)
+            ]
+            if sum(_count(count) for _, _, rows in seen for count in rows) < tokens:
+                continue  # runs that do not show every text's tokens are no evidence of the loss
+            for way in ("pairs", "targets"):
+                total = sum(float(sums.get(way, 0.0)) for sums, _, _ in seen if is_number(sums.get(way)))
+                counted = sum(_count(counts.get(way)) for _, counts, _ in seen)
+                if counted:
+                    implied.append(total / counted)
+        for loss in reported:
+            if implied and not any(agrees(loss, given, 1e-4, coarsest=0.005) for given in implied):
+                problems.append(
+                    f"its {params.ppx_function} reported the quantized model's loss as {number(loss)}, but the ONNX "
+                    f"Runtime session runs it made meanwhile give {number(implied[0])} on those texts: report the loss "
+                    "the quantized model's logits give"
+                )
+                return problems
+    return problems
+
+
 def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None:
     """None if the run measured what it was asked to: the baseline and a quantized (ONNX Runtime) model, the ablation,
     batching with the batch sizes it was given and the edge prompts, each with the max_new_tokens it was given."""
@@ -2540,6 +2587,7 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             f"{params.ppx_function} never returned during the run: the baseline's and the quantized model's rows need "
             "the perplexities it computes"
         )
+    problems += _losses_unlike_runs(context, params, outcome)
     batched = [argument(event, "batch_sizes", 3) for event in outcome.returned_events(params.batched_function)]
     asked = [list(value) for value in batched if isinstance(value, (list, tuple))]
     # Every size it was given, in its order; a single-sample size beside them is the comparison the seed asks for.

@@ -645,7 +645,10 @@ def _instrumented_session_run(original: Callable[..., Any], iobinding: bool = Fa
             event["end"] = RECORDER.now()
             if isinstance(feed, dict):
                 with contextlib.suppress(Exception):  # what a run's inputs and outputs say is evidence, not a requirement
-                    event.update(_run_tokens(self, feed, outputs, event["grader_session"] and RECORDER.call is not None, serial))
+                    # The loss its logits give: during the grader's calls, on the grader's sessions, and on the
+                    # notebook's own outside generate (a perplexity evaluation, not a timed decoding step).
+                    scored = RECORDER.call is not None and (event["grader_session"] or RECORDER.current_generate is None)
+                    event.update(_run_tokens(self, feed, outputs, scored, serial))
         finally:
             if not event["end"]:
                 event["end"] = RECORDER.now()
