@@ -121,6 +121,12 @@ def test_a_plot_label_must_say_what_the_axis_shows() -> None:
 
     assert _label_problem("Latency (s)", "latency", False) == ""
     assert _label_problem("Latency (ms)", "latency", True) == ""
+    assert _label_problem("latency_s", "latency", False) == ""
+    assert _label_problem("Time (seconds)", "latency", False) == ""
+    # "s" is a word of its own: a sequence length is no latency; a time per token is not the generation's latency.
+    assert "does not say it shows latency" in _label_problem("Sequence length", "latency", False)
+    assert "time per token" in _label_problem("Time per token (ms)", "latency", True)
+    assert "time per token" in _label_problem("ms_per_token", "latency", True)
     assert "in milliseconds" in _label_problem("Latency (s)", "latency", True)
     assert "does not say it shows tokens/s" in _label_problem("Latency (s)", "tokens/s")
     assert _label_problem("Throughput (tok/s)", "tokens/s") == ""

@@ -20,7 +20,7 @@ from grader.checks.behaviour import (
     unmatched_generations,
 )
 from grader.checks.numbers import agrees, shown_decimals
-from grader.checks.timing import LatencyTolerance, agrees_with_timed, latency_readings, sleep_covered
+from grader.checks.timing import LatencyTolerance, agrees_with_timed, judge_rates, latency_readings, sleep_covered
 from grader.kernel.harness import models_from_events
 from tests.events import event, generate_event
 
@@ -373,3 +373,16 @@ def test_a_timer_is_charged_with_a_sleep_only_where_no_timer_that_long_could_mis
     # No timer that long fits the call, or one shorter than the generate: no contiguous timer, nothing covered.
     assert sleep_covered(2.0, [(0.5, 0.9)], generate, call) == 0.0
     assert sleep_covered(0.2, [(0.5, 0.9)], generate, call) == 0.0
+
+
+def test_a_rate_may_be_the_mean_of_the_runs_rates() -> None:
+    """Five timed runs of 32 tokens, reported as their mean latency and the mean of their rates (error bars over
+    repeats): the mean of rates is above the rate of the mean latency, and no higher than the fastest run's."""
+    runs = [0.30, 0.35, 0.40, 0.45, 0.50]
+    latency = sum(runs) / len(runs)
+    mean_rate = sum(32 / run for run in runs) / len(runs)
+    assert judge_rates(0.01, latency, 32, 32 / latency) is None
+    assert judge_rates(0.01, latency, 32, mean_rate) is not None  # without the runs: not derived from the latency
+    assert judge_rates(0.01, latency, 32, mean_rate, runs=runs) is None
+    assert judge_rates(0.01, latency, 32, 32 / latency * 0.95, runs=runs) is not None  # below any mean of rates
+    assert judge_rates(0.01, latency, 32, 32 / 0.30 * 1.05, runs=runs) is not None  # above the fastest run's

@@ -829,7 +829,8 @@ def _close(a: list[float | None] | None, b: list[float], rel: float) -> bool:
 # What an axis label must name (any of the words), by what the axis shows.
 LABEL_WORDS = {
     "prompt length": ("token", "length", "prompt", "context", "input"),
-    "latency": ("latency", "time", "duration", "second", "(s)", "[s]", " s", "ms", "sec"),
+    # Whole words ("s" alone, not the s of "Sequence length").
+    "latency": (r"\blatency\b", r"\btimes?\b", r"\bduration\b", r"\bseconds?\b", r"\bs\b", r"\bms\b", r"\bsecs?\b"),
     # A rate, not a count: "Prompt length (tokens)" on the throughput axis says tokens, not tokens per second.
     "tokens/s": ("throughput", "/s", "/ s", "per s", "per_s", "per second", "rate", "speed", "tps", "s^-1", "s⁻¹"),
 }
@@ -843,9 +844,16 @@ def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> 
     """Why an axis label does not say what the axis shows ("" when it does); a label in matplotlib's mathtext
     ("tokens s$^{-1}$", "$\\mathrm{latency}$ (s)") is read as it renders."""
     plain = re.sub(r"\\(?:mathrm|mathit|mathbf|text|textrm|rm|operatorname)\b|\\[,;:! ]|[${}]", "", label)
-    text = f" {plain.casefold()} "
-    if not any(word in text for word in LABEL_WORDS[shows]):
+    text = f" {plain.casefold().replace('_', ' ')} "  # a column's name as the label: "latency_s"
+    said = (
+        any(re.search(pattern, text) for pattern in LABEL_WORDS[shows])
+        if shows == "latency"
+        else any(word in text for word in LABEL_WORDS[shows])
+    )
+    if not said:
         return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
+    if shows == "latency" and re.search(r"per[\s-]*token|/\s*tok", text):
+        return f"the latency axis is labelled {label!r}, which names a time per token, not the latency of the generation"
     if shows == "prompt length" and any(word in text for word in (*THROUGHPUT_WORDS, "per second", "per s ")):
         return f"the prompt length axis is labelled {label!r}, which names a throughput, not a prompt length"
     if shows == "latency" and any(word in text for word in THROUGHPUT_WORDS):

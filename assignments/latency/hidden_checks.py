@@ -7,6 +7,7 @@ their default inputs reach students.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
@@ -136,9 +137,12 @@ class InvalidPrecisionParams(TargetParams):
     """Values resolve_precision must reject, drawn at grading time."""
 
     invalid: list[str] = Field(
-        ["float64", "int8", "float8", "int4", "double", "fp64", "int32", "int16", "uint16", "float", "tfloat32"],
+        ["float64", "int8", "float8", "int4", "double", "fp64", "int32", "int16", "uint16", "tfloat32"],
         min_length=1,
-        description="Values that must be rejected (no plausible alias of float32/float16 such as 'half').",
+        description=(
+            "Values that must be rejected (no plausible alias of float32/float16 such as 'half', or 'float': torch.float "
+            "is torch.float32)."
+        ),
     )
     other_dtypes: dict[str, str] = Field(
         {"bfloat16": "torch.bfloat16"},
@@ -249,7 +253,7 @@ def measure_new_tokens(context: CheckContext, params: MeasureParams) -> Verdict:
     """measure_generation counts the tokens really generated (also when the model stops early) and derives its rates."""
     measurements = timed_measurements(context, params)
     verdict = first_failure(
-        _judge_new_tokens(params, m.measurement.value, m.timed[-1], m.measurement.max_new_tokens) for m in measurements
+        _judge_new_tokens(params, m.measurement.value, m.timed, m.measurement.max_new_tokens) for m in measurements
     )
     return verdict or Verdict.passed(
         f"{params.function} counts the tokens really generated, also when the model stops early, and derives its rates from them."
@@ -279,9 +283,16 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
     )
 
 
-def _judge_new_tokens(params: MeasureParams, value: dict[str, Any], timed: GenerateEvent, max_new_tokens: int) -> Verdict | None:
-    return judge_new_tokens(value["new_tokens"], timed, max_new_tokens) or judge_rates(
-        params.rate_tolerance, float(value["latency_s"]), float(value["new_tokens"]), value["tokens_per_s"], value["ms_per_token"]
+def _judge_new_tokens(
+    params: MeasureParams, value: dict[str, Any], timed: Sequence[GenerateEvent], max_new_tokens: int
+) -> Verdict | None:
+    return judge_new_tokens(value["new_tokens"], timed[-1], max_new_tokens) or judge_rates(
+        params.rate_tolerance,
+        float(value["latency_s"]),
+        float(value["new_tokens"]),
+        value["tokens_per_s"],
+        value["ms_per_token"],
+        runs=[float(event["duration_s"]) for event in timed],
     )
 
 

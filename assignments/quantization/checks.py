@@ -261,6 +261,7 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
                 float(value["new_tokens"]),
                 value["tokens_per_s"],
                 value["ms_per_token"],
+                runs=[float(event["duration_s"]) for event in timed],
             )
         )
         if verdict is not None:

@@ -308,16 +308,37 @@ def derived_agrees(reported: float, derive: Callable[[float], float], latency: f
     return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
 
 
+def mean_of_rates(reported: float, tokens: float, latency: float, runs: Sequence[float], tolerance: float) -> bool:
+    """Whether a rate is the mean of the rates of the timed ``runs`` (their generate durations) whose mean latency is
+    ``latency`` (each run's rate averaged, as error bars over repeats take it): no lower than the rate of the mean
+    latency (a mean of rates never is), no higher than the fastest run's rate by its duration (each timer read at
+    least its run; which runs a warm-up leaves out is not known here)."""
+    if len(runs) < 2 or any(run <= 0 for run in runs):
+        return False
+    strict, margin = min(tolerance, 0.005), half_unit(reported)
+    low = tokens / (latency + half_unit(latency))
+    high = max(tokens / run for run in runs)
+    return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
+
+
 def judge_rates(
-    tolerance: float, latency: float, tokens: float, tokens_per_s: Any, ms_per_token: Any = ABSENT, max_new_tokens: int = 0
+    tolerance: float,
+    latency: float,
+    tokens: float,
+    tokens_per_s: Any,
+    ms_per_token: Any = ABSENT,
+    max_new_tokens: int = 0,
+    runs: Sequence[float] = (),
 ) -> Verdict | None:
     """None if tokens_per_s (and ms_per_token, where reported) derive from ``tokens`` new tokens in ``latency``
-    seconds, within ``tolerance`` (relative); else the failed verdict. With ``max_new_tokens``, a rate that
+    seconds, within ``tolerance`` (relative), or tokens_per_s is the mean of the rates of the timed ``runs`` (their
+    generate durations; see :func:`mean_of_rates`); else the failed verdict. With ``max_new_tokens``, a rate that
     assumes every asked token was generated, when fewer were, is named."""
     expected_rate = tokens / latency
     shown = number(float(tokens_per_s)) if is_number(tokens_per_s) else kind_of(tokens_per_s)
-    if not is_number(tokens_per_s) or not derived_agrees(
-        float(tokens_per_s), lambda seconds: tokens / seconds, latency, tolerance
+    if not is_number(tokens_per_s) or not (
+        derived_agrees(float(tokens_per_s), lambda seconds: tokens / seconds, latency, tolerance)
+        or mean_of_rates(float(tokens_per_s), tokens, latency, runs, tolerance)
     ):
         if (
             max_new_tokens
