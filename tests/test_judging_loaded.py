@@ -6,6 +6,7 @@ quantized one, mixed 4-bit types, a fingerprint off by rounding): each verdict i
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from typing import Any
 
@@ -17,6 +18,7 @@ from course_assignments.ptq_bnb.checks import (
     event_kind,
     explained_footprints_mb,
     flag_note,
+    footprint_mistakes,
     loaded_kind,
     memory_agrees,
     name_agrees,
@@ -106,6 +108,20 @@ def test_names_must_agree_with_what_loaded() -> None:
     assert not name_agrees("Baseline", "int8")
     assert not name_agrees("FP32 baseline", "int8")
     assert name_agrees("config A", "nf4")  # a name that states nothing says nothing wrong
+
+
+def test_a_described_model_s_footprints_line_up_with_the_memory_check_s_mistakes() -> None:
+    """footprint_mistake reads a mistake on the grader's model (a torch module) by its place in
+    explained_footprints_mb (the notebook's model, as described): the two lists name the same mistakes in one order."""
+    import torch
+
+    module = torch.nn.Linear(1024, 512, bias=False)  # 2 MB of float32 weights ...
+    module.register_buffer("mask", torch.zeros(256 * 1024, dtype=torch.float32))  # ... and a 1 MB buffer
+    model = dataclasses.replace(
+        described(), parameter_bytes=2 * MB, parameter_elements=MB // 2, buffer_bytes=MB, buffer_elements=MB // 4
+    )
+    mistakes = [value for value, _ in footprint_mistakes(module).values()]
+    assert explained_footprints_mb(model) == [3.0, *mistakes]
 
 
 def test_a_row_reports_the_memory_of_the_model_its_configuration_loads() -> None:

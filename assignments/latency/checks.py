@@ -664,6 +664,30 @@ def _readings(values: list[float]) -> list[float]:
     return [*values, statistics.fmean(values), statistics.median(values), min(values)] if values else []
 
 
+def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    """The (latency_s, tokens_per_s, ms_per_token) a row may report from these measurements of its prompt: one of them
+    whole; the mean, the median or the best of the runs, each column taken the same way; or a latency of those (one,
+    their mean, median or fastest) with the rates derived from it. Not one column from one run and another from
+    another (the slowest run's latency beside the fastest run's rate)."""
+    names = ("latency_s", "tokens_per_s", "ms_per_token")
+    runs = [
+        (float(m["latency_s"]), float(m["tokens_per_s"]), float(m["ms_per_token"]))
+        for m in own
+        if all(is_number(m.get(name)) for name in names)
+    ]
+    if not runs:
+        return []
+    latencies, rates, per_token = ([run[place] for run in runs] for place in range(3))
+    triples = [*runs]
+    triples.append((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)))
+    triples.append((statistics.median(latencies), statistics.median(rates), statistics.median(per_token)))
+    triples.append((min(latencies), max(rates), min(per_token)))
+    counts = {float(m["new_tokens"]) for m in own if is_number(m.get("new_tokens")) and float(m["new_tokens"]) > 0}
+    for latency in _readings(latencies):
+        triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
+    return triples
+
+
 def _row_problems(
     context: CheckContext, params: SweepParams, sweep: Sweep, frame: Frame, prompts: list[set[tuple[int, ...]]]
 ) -> list[str]:
@@ -724,9 +748,12 @@ def _row_problems(
                 name: [float(m[name]) for m in own if is_number(m.get(name))]
                 for name in ("latency_s", "tokens_per_s", "ms_per_token")
             }
-            if not all(
-                any(math.isclose(reported_value, reading, rel_tol=params.rate_tolerance) for reading in _readings(measured[name]))
-                for name, reported_value in (("latency_s", latency), ("tokens_per_s", rate), ("ms_per_token", per_token))
+            if not any(
+                all(
+                    math.isclose(value, reading, rel_tol=params.rate_tolerance)
+                    for value, reading in zip((latency, rate, per_token), triple, strict=True)
+                )
+                for triple in _row_readings(own)
             ):
                 problems.append(
                     f"the row for the target of {length} tokens reports latency_s {latency:.4g}, tokens_per_s {rate:.4g} and "
@@ -973,13 +1000,14 @@ def precision_sweep_plan(context: CheckContext, params: PrecisionSweepParams) ->
     tokens = rng.randint(*params.tokens)
     other_tokens = params.tokens[0] + params.tokens[1] - tokens
     rng.randrange(10**6)  # drawn as before, so that the draws after it stay as they were
-    # The second asks for the precisions in the other order (a missing candidate and other spellings are the loader's
-    # and resolve_precision's checks to judge: a mistake there is not charged again here).
+    # The second asks for the last precision alone (a sweep of the precisions it is given, not of the notebook's own
+    # list; a missing candidate and other spellings are the loader's and resolve_precision's checks to judge: a
+    # mistake there is not charged again here).
     return [
         ([params.model], list(params.precisions), prompts[0], tokens, params.model),
         (
             [params.other_model],
-            list(reversed(params.precisions)),
+            list(params.precisions[-1:]),
             prompts[1],
             other_tokens if other_tokens != tokens else tokens + 1,
             params.other_model,

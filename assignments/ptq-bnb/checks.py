@@ -1291,7 +1291,10 @@ def footprint_mistake(context: CheckContext, hub_id: str, function: str, kind: s
         given = _footprint(context.call(function, model(spec)))
         if given is None:
             return None
-        explained = explained_footprints_mb(context.models.model(spec))
+        reference_model = context.models.model(spec)
+        # In explained_footprints_mb's order: the right value, then each classic mistake's.
+        right = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
+        explained = [right, *(value for value, _ in context.expected(footprint_mistakes, reference_model).values())]
         return next((index for index, known in enumerate(explained) if agrees(given, known, 1e-3)), None)
 
     return context.once(f"footprint-mistake:{function}:{hub_id}:{quantization}", ask)
