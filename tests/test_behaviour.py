@@ -235,6 +235,8 @@ def test_a_rounding_whose_last_decimals_are_zeros_is_read_at_its_precision() -> 
     assert agrees(2.0, 1.9996, 1e-4, coarsest=0.005)  # 2.00
     assert not agrees(1.8, 1.7796, 1e-4, coarsest=0.005)  # 1.78 rounded again to 1.8: too coarse
     assert not agrees(2.0, 2.04, 1e-4, coarsest=0.005)
+    # A rounding exactly as coarse as the coarsest accepted is accepted: 0.05 s shown to two decimals, a 10 % coarsest.
+    assert agrees(0.05, 0.05143, 1e-3, coarsest=0.1) and not agrees(0.05, 0.0556, 1e-3, coarsest=0.1)
 
 
 def test_a_timer_shaved_by_a_few_percent_reads_shorter_than_its_generate() -> None:

@@ -43,7 +43,8 @@ def agrees(reported: Any, actual: float, rel_tolerance: float = 1e-3, coarsest: 
     decimals = shown_decimals(reported)
     if decimals is None:
         return False
-    if coarsest is not None and rounding > coarsest * abs(reported):
+    # (At the coarsest precision itself, 0.05 s shown to two decimals against a 10 % coarsest, is fine enough.)
+    if coarsest is not None and rounding > coarsest * abs(reported) * (1 + 1e-6):
         # A float drops a rounding's trailing zeros (1.80 reads 1.8): it may be ``actual`` rounded at a precision fine
         # enough, whose last decimals are zeros.
         finer = [d for d in range(decimals + 1, decimals + 8) if 0.5 * 10.0**-d <= coarsest * abs(reported)]
