@@ -1243,6 +1243,15 @@ def precision_sweep_keys(context: CheckContext, params: PrecisionSweepParams) ->
         # The labels the notebook's own loader handed the sweep are its keys too (a loader whose label is wrong is
         # charged in its own check, not again here).
         handed_labels = _loader_labels(sweep.outcome, params.loader_function)
+        asked = list(dict.fromkeys(sweep.precisions or params.precisions))
+        if len(value) != len(asked) and set(value) != labels:
+            return Verdict.failed(
+                f"{call} returned {len(value)} result{'s' if len(value) != 1 else ''} ({sorted(map(str, value))}) for the "
+                f"{len(asked)} precision{'s' if len(asked) != 1 else ''} it was asked for ({asked}): sweep the "
+                "precisions the function is given, not a list of the notebook's.",
+                expected=f"one result per precision asked: {sorted(labels)}",
+                found=str(sorted(map(str, value))),
+            )
         if set(value) != labels and not (handed_labels and set(value) == handed_labels):
             requested = set(value) == set(sweep.precisions or params.precisions)
             return Verdict.failed(
