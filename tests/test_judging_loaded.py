@@ -220,3 +220,14 @@ def test_filler_takeaways_go_to_the_instructor_flagged() -> None:
     )
     assert real.outcome == "passed", real.message
     assert judge_takeaways(["too short"], [3, 5], question).outcome == "failed"
+
+
+def test_a_list_filtered_in_place_is_seen() -> None:
+    """The seed's cell that drops the bitsandbytes configurations on a CPU is named in the configuration checks."""
+    from course_assignments.ptq_bnb.checks import filters_variable
+
+    seed = 'if device.type == "cpu":\n    configurations = [c for c in configurations if "bitsandbytes" not in c["name"]]\n'
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(seed)])
+    assert filters_variable(notebook, "configurations")
+    kept = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("configurations = [c for c in base]\n")])
+    assert not filters_variable(kept, "configurations")

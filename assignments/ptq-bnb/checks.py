@@ -8,6 +8,7 @@ calls the notebook's experiment loop made.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import statistics
@@ -44,7 +45,7 @@ from grader.checks.timing import (
     tokens_limit,
     upper_bound,
 )
-from grader.discover.notebook import called_names
+from grader.discover.notebook import called_names, code_trees
 from grader.grading.replay import reference_side
 from grader.kernel.harness import CallOutcome, handle, model, model_spec
 from grader.kernel.protocol import GenerateEvent, ModelSpec
@@ -837,8 +838,15 @@ def bnb_configuration(context: CheckContext, params: ConfigurationParams) -> Ver
             expected=LOADED_AS[wanted],
             found=LOADED_AS.get(loaded_as or "", str(loaded_as)) + (f" ({note})" if note else ""),
         )
+    filtered = (
+        f" Your notebook filters `{params.variable}` (a comprehension over it with a condition, as the seed's code drops "
+        "the bitsandbytes configurations on a CPU): the course's starter keeps all four whatever the device, since "
+        "bitsandbytes runs on the CPU too, and the grader runs on a CPU."
+        if filters_variable(context.notebook, params.variable)
+        else ""
+    )
     return Verdict.failed(
-        f"No configuration in `{params.variable}` loads as {LOADED_AS[wanted]} ({label}); it holds: {found}.",
+        f"No configuration in `{params.variable}` loads as {LOADED_AS[wanted]} ({label}); it holds: {found}.{filtered}",
         expected=f"a {label} configuration",
         found=found or "no configurations",
     )
@@ -1078,6 +1086,21 @@ MEDIAN_FUNCTIONS = frozenset(
         "nanquantile",
     }
 )
+
+
+def filters_variable(notebook: Any, name: str) -> bool:
+    """Whether the notebook's code assigns ``name`` a comprehension over ``name`` itself with a condition (a list
+    filtered in place: ``configurations = [c for c in configurations if ...]``)."""
+    for tree in code_trees(notebook):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.ListComp):
+                continue
+            if any(isinstance(target, ast.Name) and target.id == name for target in node.targets) and any(
+                isinstance(generator.iter, ast.Name) and generator.iter.id == name and generator.ifs
+                for generator in node.value.generators
+            ):
+                return True
+    return False
 
 
 def takes_medians(notebook: Any) -> bool:
