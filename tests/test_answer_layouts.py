@@ -127,6 +127,11 @@ def test_a_plot_label_must_say_what_the_axis_shows() -> None:
     assert "does not say it shows latency" in _label_problem("Sequence length", "latency", False)
     assert "time per token" in _label_problem("Time per token (ms)", "latency", True)
     assert "time per token" in _label_problem("ms_per_token", "latency", True)
+    assert "first token" in _label_problem("Time to first token (s)", "latency", False)
+    assert "generated tokens" in _label_problem("Generated tokens (max_new_tokens)", "prompt length")
+    assert _label_problem("Prompt length (tokens)", "prompt length") == ""
+    assert _label_problem("input tokens", "prompt length") == ""
+    assert _label_problem("prompt length (tokens)\n(max_new_tokens=16, use_cache=True)", "prompt length") == ""
     assert "in milliseconds" in _label_problem("Latency (s)", "latency", True)
     assert "does not say it shows tokens/s" in _label_problem("Latency (s)", "tokens/s")
     assert _label_problem("Throughput (tok/s)", "tokens/s") == ""

@@ -541,6 +541,9 @@ def test_a_precision_sweep_s_rates_may_come_from_the_mean_latency_of_its_trials(
     derived = {"latency_s": mean, "new_tokens": 8, "tokens_per_s": 8 / mean, "ms_per_token": 1000 * mean / 8}
     assert _same_metrics(derived, runs)
     assert not _same_metrics({**derived, "tokens_per_s": 2 * 8 / mean}, runs)  # a rate of nothing measured
+    # The mean latency beside the best run's rates: each column a reading, but not one reading.
+    assert _same_metrics({"latency_s": 0.2, "new_tokens": 8, "tokens_per_s": 40.0, "ms_per_token": 25.0}, runs)
+    assert not _same_metrics({"latency_s": mean, "new_tokens": 8, "tokens_per_s": 40.0, "ms_per_token": 25.0}, runs)
     trials = [
         {"latency_s": latency, "new_tokens": 8, "tokens_per_s": 8 / latency, "ms_per_token": 1000 * latency / 8}
         for latency in (0.2113, 0.2571, 0.3342)

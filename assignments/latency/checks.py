@@ -881,6 +881,15 @@ def _label_problem(label: str, shows: str, milliseconds: bool | None = None) -> 
         return f"the {shows} axis is labelled {label!r}, which does not say it shows {shows}"
     if shows == "latency" and re.search(r"per[\s-]*token|/\s*tok", text):
         return f"the latency axis is labelled {label!r}, which names a time per token, not the latency of the generation"
+    if shows == "latency" and re.search(r"first[\s-]*token|\bttft\b|prefill", text):
+        return f"the latency axis is labelled {label!r}, which names the time to the first token, not the whole generation's"
+    names_prompt = re.search(r"prompt|input|context", text)
+    if (
+        shows == "prompt length"
+        and not names_prompt
+        and re.search(r"generat|\bnew[\s-]*tokens?\b|max[\s-]*new|output[\s-]*tokens?", text)
+    ):
+        return f"the prompt length axis is labelled {label!r}, which names the generated tokens, not the prompt's"
     if shows == "prompt length" and any(word in text for word in (*THROUGHPUT_WORDS, "per second", "per s ")):
         return f"the prompt length axis is labelled {label!r}, which names a throughput, not a prompt length"
     if shows == "latency" and any(word in text for word in THROUGHPUT_WORDS):
@@ -1204,23 +1213,37 @@ def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[lis
 
 def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
     """Whether a result's metrics are those of these runs: one run's, or their mean, median or best (fastest), each at
-    the precision the result shows it; the rates may also be derived from the latency reported (new tokens over the
-    mean latency of several trials is as good a throughput as the mean of their throughputs)."""
-    for name in METRICS:
-        values = [float(run[name]) for run in runs if is_number(run.get(name))]
-        if not values or not is_number(result.get(name)):
-            return False
+    the precision the result shows it, every metric taken the same way (the mean latency beside the best run's rates
+    favours that precision); the rates may also be derived from the latency reported (new tokens over the mean latency
+    of several trials is as good a throughput as the mean of their throughputs)."""
+    columns = {name: [float(run[name]) for run in runs if is_number(run.get(name))] for name in METRICS}
+    if any(not values or not is_number(result.get(name)) for name, values in columns.items()):
+        return False
+    latency: Any = result.get("latency_s")
+    tokens: Any = result.get("new_tokens")
+    derived: dict[str, float] = {}
+    if is_number(latency) and is_number(tokens) and float(latency) > 0 and float(tokens) > 0:
+        derived = {"tokens_per_s": float(tokens) / float(latency), "ms_per_token": 1000 * float(latency) / float(tokens)}
+
+    def reading(name: str, statistic: str) -> float:
+        values = columns[name]
+        if statistic == "mean":
+            return statistics.fmean(values)
+        if statistic == "median":
+            return statistics.median(values)
         # The best run is the fastest: the least latency and time per token, the most tokens per second (not the worst).
-        best = max(values) if name == "tokens_per_s" else min(values)
-        readings = [statistics.fmean(values), statistics.median(values), best]
-        latency: Any = result.get("latency_s")
-        tokens: Any = result.get("new_tokens")
-        derived = name in ("tokens_per_s", "ms_per_token") and is_number(latency) and is_number(tokens)
-        if derived and float(latency) > 0 and float(tokens) > 0:
-            readings.append(float(tokens) / float(latency) if name == "tokens_per_s" else 1000 * float(latency) / float(tokens))
-        if not any(agrees(result[name], reading, 1e-6) for reading in readings):
-            return False
-    return True
+        return max(values) if name == "tokens_per_s" else min(values)
+
+    return any(
+        all(
+            any(
+                agrees(result[name], value, 1e-6)
+                for value in (reading(name, statistic), *([derived[name]] if name in derived else []))
+            )
+            for name in METRICS
+        )
+        for statistic in ("mean", "median", "best")
+    )
 
 
 def _loader_labels(outcome: CallOutcome, loader_function: str) -> set[str]:

@@ -1203,7 +1203,8 @@ def row_runs(
         else:
             wrong_outputs.append(f"output {index + 1} is not the text its call on prompt {index + 1} returned")
     wrong_latency = []
-    if serial in record.hooked:
+    # Hooks on the model as its timed calls began (a hook hung after the timing, to read activations, is no charge).
+    if serial in record.hooked and any(call.hooked for call in same):
         wrong_latency.append(
             "its model ran with forward hooks your notebook put on it (work added to every step): time the model as it loaded"
         )
@@ -1306,7 +1307,8 @@ def explained_footprints_mb(model: Model) -> list[float]:
 
 def footprint_mistake(context: CheckContext, hub_id: str, function: str, kind: str | None) -> int | None:
     """Which of :func:`explained_footprints_mb` (its index: 0 the right one) the student's footprint function gives for
-    the grader's own ``hub_id`` model loaded as ``kind`` (a float kind: as loaded); None where it gives none of them."""
+    the grader's own ``hub_id`` model loaded as ``kind`` (a float kind: as loaded); -1 where it gives another wrong
+    value (a mistake of its own, which the memory check charges too); None where it gives none."""
     quantization: Quantization = kind if kind in ("int8", "nf4", "fp4") else "none"  # type: ignore[assignment]
 
     def ask() -> int | None:
@@ -1318,7 +1320,7 @@ def footprint_mistake(context: CheckContext, hub_id: str, function: str, kind: s
         # In explained_footprints_mb's order: the right value, then each classic mistake's.
         right = float(context.reference.get_model_memory_footprint(reference_model))  # type: ignore[union-attr]
         explained = [right, *(value for value, _ in context.expected(footprint_mistakes, reference_model).values())]
-        return next((index for index, known in enumerate(explained) if agrees(given, known, 1e-3)), None)
+        return next((index for index, known in enumerate(explained) if agrees(given, known, 1e-3)), -1)
 
     return context.once(f"footprint-mistake:{function}:{hub_id}:{quantization}", ask)
 
@@ -1326,13 +1328,17 @@ def footprint_mistake(context: CheckContext, hub_id: str, function: str, kind: s
 def memory_agrees(reported: float, configuration: LoadedConfiguration, rel_tolerance: float, mistake: int | None = None) -> bool:
     """A row's memory is that of the model its configuration loads: its bytes, or what the student's own footprint
     function says of it, where that is the ``mistake`` (see :func:`footprint_mistake`) the function makes on the
-    grader's model of the same kind (charged in the memory check; a function that reports another number only for the
+    grader's model of the same kind, or any of its values where it is wrong there in a way of its own (-1) (charged
+    in the memory check; a function that reports another number only for the
     notebook's configurations, which the memory check's models do not load as, is not believed)."""
     if configuration.model is None:
         return False
     explained = explained_footprints_mb(configuration.model)
-    made = explained[mistake] if mistake is not None and mistake < len(explained) else None
-    believed = [value for value in configuration.footprints_mb if made is not None and agrees(value, made, 1e-3)]
+    if mistake == -1:  # wrong on the grader's model too, in a way of its own: its values are its mistake's
+        believed = list(configuration.footprints_mb)
+    else:
+        made = explained[mistake] if mistake is not None and mistake < len(explained) else None
+        believed = [value for value in configuration.footprints_mb if made is not None and agrees(value, made, 1e-3)]
     candidates = [configuration.true_footprint_mb(), *believed]
     return any(value is not None and agrees(reported, value, rel_tolerance, coarsest=FOOTPRINT_COARSEST) for value in candidates)
 
@@ -1382,7 +1388,9 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
     # Where the notebook's calls of its timed function were not recorded: each row's outputs come from generate calls
     # with the notebook's MAX_NEW_TOKENS (a quick test of a few tokens may have run too).
     at_limit = generated_texts(
-        context, params.model, [event for event in notebook.generate_events() if tokens_limit(event) == int(float(limit))]
+        context,
+        params.model,
+        [event for event in notebook.generate_events() if tokens_limit(event) == int(float(limit)) and not event["cut_short"]],
     )
     every_text = set().union(*texts.values()) if texts else set()
     text_columns = [
@@ -1435,8 +1443,8 @@ def results_table(context: CheckContext, params: ResultsTableParams) -> Verdict:
                 problems.append(f"'{name}' {column!s} is not the text of any generate call your notebook made with that model")
             elif _same_text(value) not in as_set:
                 problems.append(
-                    f"'{name}' {column!s} is the text of a generate call with another max_new_tokens than "
-                    f"{params.max_new_tokens} ({limit})"
+                    f"'{name}' {column!s} is the text of a generate call that did not run {params.max_new_tokens} "
+                    f"({limit}): another max_new_tokens, or stopped short at an end the model did not choose"
                 )
     if problems:
         return Verdict.failed(

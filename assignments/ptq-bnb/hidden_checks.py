@@ -211,7 +211,16 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
         ran = calls_by_model[serial_of_row[position]]
         # The runs a row averages generate the notebook's MAX_NEW_TOKENS (a warm-up of a few tokens may come before).
         at_limit = [event for event in ran if is_number(limit) and tokens_limit(event) == int(limit)]
+        stopped = [event for event in at_limit if event["cut_short"]]
+        at_limit = [event for event in at_limit if not event["cut_short"]]
         durations = [float(event["duration_s"]) for event in at_limit]
+        if stopped and len(durations) < runs:
+            made = max(stopped[0]["new_tokens"] or [0])
+            problems.append(
+                f"'{name}' timed runs that stopped after {made} of their {limit} new tokens at an end the model did not "
+                "choose (max_time, a stopping criterion, an end-of-text id added)"
+            )
+            continue
         if not at_limit:
             others = sorted({str(tokens_limit(event)) for event in ran})
             problems.append(

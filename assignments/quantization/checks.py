@@ -63,6 +63,7 @@ from grader.checks.timing import (
     judge_timed_latency,
     latency_readings,
     max_matching,
+    mean_of_rates,
     new_tokens_range,
     queued,
     span,
@@ -1087,7 +1088,12 @@ def _judge_plan(
     fewest, most = sum(r[0] for r in ranges), sum(r[1] for r in ranges)
     rows = sum(int((events[-1]["input_shape"] or [1])[0]) for events in batches)
     produced = rate * latency
-    if not fewest * (1 - params.rate_tolerance) <= produced <= most * (1 + params.rate_tolerance):
+    # One batch timed several times may report the mean of its runs' rates (see mean_of_rates).
+    repeats = [float(event["duration_s"]) for event in batches[0] if tokens_limit(event) == tokens_limit(batches[0][-1])]
+    averaged = count == 1 and any(
+        mean_of_rates(rate, tokens, latency, repeats, params.rate_tolerance) for tokens in {fewest, most}
+    )
+    if not averaged and not fewest * (1 - params.rate_tolerance) <= produced <= most * (1 + params.rate_tolerance):
         first_only = rows > 1 and produced <= most / rows * (1 + params.rate_tolerance)
         why = (
             f"it counts the tokens of one sequence of the {rows}; count every sequence's new tokens"

@@ -271,6 +271,13 @@ def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event
     generates = [event for event in events if _is_generate(event)]
     if not generates:
         return tuple(events)
+    # The watched calls (a measuring function's): a timer inside one ends when it returns, so the gaps around a
+    # generate are bounded by the innermost watched call holding it (not the next generate, seconds of other work on).
+    watched = [
+        (float(event["start"]), float(event["time"]))
+        for event in events
+        if event["type"] == "returned" and isinstance(event.get("start"), (int, float))
+    ]
     queued: dict[int, float] = {}
     for event in generates:
         queued[id(event)] = 0.0
@@ -282,6 +289,10 @@ def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event
         index = next(i for i, other in enumerate(same) if other is event)
         before = origin + float(same[index - 1]["end"]) if index > 0 else ran.times[0]
         after = origin + float(same[index + 1]["start"]) if index + 1 < len(same) else ran.times[-1]
+        holding = [(began, ended) for began, ended in watched if began <= float(event["start"]) and float(event["end"]) <= ended]
+        if holding:
+            began, ended = min(holding, key=lambda interval: interval[1] - interval[0])
+            before, after = max(before, origin + began), min(after, origin + ended)
         start, end = origin + float(event["start"]), origin + float(event["end"])
         queued[id(event)] = _waited(ran, ready, before, start) + _waited(ran, ready, end, after)
     result: list[Event] = []
