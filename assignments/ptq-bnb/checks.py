@@ -1244,9 +1244,9 @@ def row_runs(
 def rows_runs(
     context: CheckContext, params: ResultsTableParams, frame: Frame, runs: int, outputs: list[Any]
 ) -> list[tuple[str, RowRuns | None]] | None:
-    """Each row of the table (by name) with the model of its configuration's kind whose calls explain it best (None:
-    no model of that kind ran a call); None where the notebook's calls of its timed function were not recorded (it
-    is called in the very cell that defines it)."""
+    """Each row of the table (by name) with the model of its configuration's kind whose calls explain it best; None
+    where the notebook's calls of its timed function were not recorded (it is called in the very cell that defines
+    it), or where some row's kind of model ran none (the loop times generate itself)."""
     record = notebook_record(context, params)
     if not record.calls:
         return None
@@ -1272,6 +1272,10 @@ def rows_runs(
         latency = row[frame.columns.index(params.latency_column)]
         candidates = [row_runs(record, serial, texts, latency, prompts, runs, limit, medians) for serial in serials]
         judged.append((str(name), min(candidates, key=lambda found: found.count) if candidates else None))
+    if any(found is None for _, found in judged):
+        # Some configuration's model never ran the timed function: the loop times generate itself (a call of the
+        # function aside, a sanity check, is not the experiment), judged from its generate calls.
+        return None
     return judged
 
 
