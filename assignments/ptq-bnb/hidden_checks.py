@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 from pydantic import Field
 
@@ -204,11 +205,11 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     medians = takes_medians(context.notebook)
     timer = LatencyTolerance()
     ways: list[tuple[str, frozenset[str]]] = []  # each row's statistics that explain its latency ("mean", "median")
-    for position, (name, _, latency) in enumerate(rows):
-        if position not in serial_of_row:
-            problems.append(f"no generate call on the first prompt was recorded for '{name}'")
-            continue
-        ran = calls_by_model[serial_of_row[position]]
+
+    def judge_serial(name: Any, latency: Any, serial: int) -> tuple[str, frozenset[str]]:
+        """Why a row does not report the first prompt's timed runs on the model of this serial ("" when it does),
+        and the statistics that explain its latency."""
+        ran = calls_by_model[serial]
         # The runs a row averages generate the notebook's MAX_NEW_TOKENS (a warm-up of a few tokens may come before).
         at_limit = [event for event in ran if is_number(limit) and tokens_limit(event) == int(limit)]
         stopped = [event for event in at_limit if event["cut_short"]]
@@ -216,25 +217,21 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
         durations = [float(event["duration_s"]) for event in at_limit]
         if stopped and len(durations) < runs:
             made = max(stopped[0]["new_tokens"] or [0])
-            problems.append(
+            return (
                 f"'{name}' timed runs that stopped after {made} of their {limit} new tokens at an end the model did not "
                 "choose (max_time, a stopping criterion, an end-of-text id added)"
-            )
-            continue
+            ), frozenset()
         if not at_limit:
             others = sorted({str(tokens_limit(event)) for event in ran})
-            problems.append(
+            return (
                 f"'{name}' timed the first prompt with max_new_tokens={', '.join(others)}, not {params.max_new_tokens} ({limit})"
-            )
-            continue
+            ), frozenset()
         if len(durations) < runs:
-            problems.append(
+            return (
                 f"'{name}' timed the first prompt {len(durations)} time{'s' if len(durations) != 1 else ''}, not {runs} ({params.runs})"
-            )
-            continue
+            ), frozenset()
         if not is_number(latency):
-            problems.append(f"'{name}' has no numeric latency")
-            continue
+            return f"'{name}' has no numeric latency", frozenset()
         # The average of the timer's readings: of the runs' generate calls, never shorter (a timer around a call reads
         # at least its duration), a little longer (the timer's own work, a busy machine).
         explained = frozenset(
@@ -244,20 +241,34 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
             <= float(latency)
             <= reading * (1 + params.timer_rel) + params.abs_s
         )
-        if not explained:
-            mean = statistics.mean(durations)
-            if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
-                why = "it is the sum of the runs, not their average"
-            elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
-                why = "it is in milliseconds, not seconds"
-            elif min(durations) * (1 - params.lower_rel) - params.abs_s <= float(latency) <= max(durations) + params.abs_s:
-                why = (
-                    f"that is one of its {len(durations)} runs ({number(min(durations), 's')} to "
-                    f"{number(max(durations), 's')}), not their average"
-                )
-            else:
-                why = f"the {len(durations)} generate calls on the first prompt took {number(min(durations), 's')} to {number(max(durations), 's')}"
-            problems.append(f"'{name}' reports {number(float(latency), 's')}, but {why}")
+        if explained:
+            return "", explained
+        mean = statistics.mean(durations)
+        if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
+            why = "it is the sum of the runs, not their average"
+        elif math.isclose(float(latency), mean * 1000, rel_tol=params.upper_rel):
+            why = "it is in milliseconds, not seconds"
+        elif min(durations) * (1 - params.lower_rel) - params.abs_s <= float(latency) <= max(durations) + params.abs_s:
+            why = (
+                f"that is one of its {len(durations)} runs ({number(min(durations), 's')} to "
+                f"{number(max(durations), 's')}), not their average"
+            )
+        else:
+            why = f"the {len(durations)} generate calls on the first prompt took {number(min(durations), 's')} to {number(max(durations), 's')}"
+        return f"'{name}' reports {number(float(latency), 's')}, but {why}", frozenset()
+
+    for position, (name, loaded_as, latency) in enumerate(rows):
+        if position not in serial_of_row:
+            problems.append(f"no generate call on the first prompt was recorded for '{name}'")
+            continue
+        # The model its position pairs it with; else another model of its kind whose runs it reports (a model of the
+        # kind loaded again after the loop, for a sanity check, is not the experiment's).
+        kind = loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit", "partial") else None
+        serials = [serial_of_row[position], *reversed(models_by_kind.get(kind, []))]
+        verdicts = [judge_serial(name, latency, serial) for serial in dict.fromkeys(serials)]
+        problem, explained = next((verdict for verdict in verdicts if not verdict[0]), verdicts[0])
+        if problem:
+            problems.append(problem)
         else:
             ways.append((str(name), explained))
         checked += 1
