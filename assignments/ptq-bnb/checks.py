@@ -1272,7 +1272,9 @@ def rows_runs(
         latency = row[frame.columns.index(params.latency_column)]
         candidates = [row_runs(record, serial, texts, latency, prompts, runs, limit, medians) for serial in serials]
         judged.append((str(name), min(candidates, key=lambda found: found.count) if candidates else None))
-    unchanged = all(record.kinds.get(call.serial) not in ("changed", "other") for call in record.calls)
+    unchanged = {record.kinds.get(call.serial) for call in record.calls if call.serial is not None}.isdisjoint(
+        {"changed", "other"}
+    )
     if unchanged and any(found is None for _, found in judged):
         # Some configuration's model never ran the timed function (and none ran it as another model, charged here):
         # the loop times generate itself (a call of the function aside, a sanity check, is not the experiment),
