@@ -25,8 +25,7 @@ from grader.checks.identity import other_model
 from grader.checks.loss import tokenizer_from_another_id
 from grader.checks.shapes import STRING
 from grader.checks.timing import (
-    judge_new_tokens,
-    judge_rates,
+    judge_measurement,
     judge_timed_latency,
     tokens_limit,
 )
@@ -286,14 +285,7 @@ def measure_settings(context: CheckContext, params: MeasureParams) -> Verdict:
 def _judge_new_tokens(
     params: MeasureParams, value: dict[str, Any], timed: Sequence[GenerateEvent], max_new_tokens: int
 ) -> Verdict | None:
-    return judge_new_tokens(value["new_tokens"], timed[-1], max_new_tokens) or judge_rates(
-        params.rate_tolerance,
-        float(value["latency_s"]),
-        float(value["new_tokens"]),
-        value["tokens_per_s"],
-        value["ms_per_token"],
-        runs=[float(event["duration_s"]) for event in timed],
-    )
+    return judge_measurement(params.rate_tolerance, value, timed, max_new_tokens)
 
 
 @check_kind("sweep_settings", SweepParams)

@@ -58,8 +58,7 @@ from grader.checks.timing import (
     agrees_with_timed,
     event_rows,
     judge_latency,
-    judge_new_tokens,
-    judge_rates,
+    judge_measurement,
     judge_timed_latency,
     latency_readings,
     max_matching,
@@ -253,17 +252,8 @@ def batch_measure_tokens(context: CheckContext, params: MeasureParams) -> Verdic
     for measured in measured_calls(context, params):
         timed = measured.timed.timed()
         value = measured.value
-        verdict = (
-            judge_timed_settings(context, measured.timed, MEASURE_FIX)
-            or judge_new_tokens(value["new_tokens"], timed[-1], measured.max_new_tokens)
-            or judge_rates(
-                params.rate_tolerance,
-                float(value["latency_s"]),
-                float(value["new_tokens"]),
-                value["tokens_per_s"],
-                value["ms_per_token"],
-                runs=[float(event["duration_s"]) for event in timed],
-            )
+        verdict = judge_timed_settings(context, measured.timed, MEASURE_FIX) or judge_measurement(
+            params.rate_tolerance, value, timed, measured.max_new_tokens
         )
         if verdict is not None:
             return verdict

@@ -321,6 +321,22 @@ def mean_of_rates(reported: float, tokens: float, latency: float, runs: Sequence
     return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
 
 
+def judge_measurement(
+    tolerance: float, value: dict[str, Any], timed: Sequence[GenerateEvent], max_new_tokens: int
+) -> Verdict | None:
+    """None if a measuring function's metrics (new_tokens, latency_s, tokens_per_s, ms_per_token) count the new tokens
+    of its last timed generate and derive its rates (see :func:`judge_rates`, the runs being its timed generates);
+    else the failed verdict."""
+    return judge_new_tokens(value["new_tokens"], timed[-1], max_new_tokens) or judge_rates(
+        tolerance,
+        float(value["latency_s"]),
+        float(value["new_tokens"]),
+        value["tokens_per_s"],
+        value["ms_per_token"],
+        runs=[float(event["duration_s"]) for event in timed],
+    )
+
+
 def judge_rates(
     tolerance: float,
     latency: float,
