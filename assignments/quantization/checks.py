@@ -1335,33 +1335,44 @@ def _quantized_runs(context: CheckContext, params: PpxParams, comparison: Compar
     # The runs whose logits the kernel saw (a run on the cache of the one before is scored on its first token too, so
     # a text run in pieces is scored whole): where they cover every text, the loss must be theirs; where they do not,
     # coverage is the evidence.
-    seen = [event for event in runs if isinstance(event["nll_sums"], dict) and isinstance(event["nll_counts"], dict)]
-    seen_tokens = sum(_count(count) for event in seen for count in (event["row_tokens"] or []))
-    if seen_tokens < sum(lengths):
+    implied = session_losses(runs, sum(lengths))
+    if implied is None:
         return None
-    sums: list[dict[str, Any]] = [event["nll_sums"] for event in seen if event["nll_sums"] is not None]
-    counts: list[dict[str, Any]] = [event["nll_counts"] for event in seen if event["nll_counts"] is not None]
     try:
         if _baseline_loss(context, params, comparison).outcome != "passed":
             return None  # a wrong method is charged once, on the baseline
     except NotRecorded:  # a student kit holds the reference's loss at the solution's batch size only
         return None
-    implied: dict[str, float] = {}
-    for way in ("pairs", "targets"):
-        total = sum(float(item.get(way, 0.0)) for item in sums if is_number(item.get(way)))
-        tokens = sum(_count(item.get(way)) for item in counts)
-        if tokens:
-            implied[way] = total / tokens
     # At the precision the loss is shown with, as the baseline's (2.08 for 2.0791).
-    if implied and not any(agrees(quantized, loss, params.rel_tolerance, coarsest=0.005) for loss in implied.values()):
+    if implied and not any(agrees(quantized, loss, params.rel_tolerance, coarsest=0.005) for loss in implied):
         return Verdict.failed(
             f"The INT8 model's loss ({number(quantized)}) {comparison.where} is not what its own session runs give: their "
-            f"logits give {number(next(iter(implied.values())))} on the tokens they predicted. Report the loss computed "
-            "from the INT8 model's logits.",
-            expected=number(next(iter(implied.values()))),
+            f"logits give {number(implied[0])} on the tokens they predicted. Report the loss computed from the INT8 "
+            "model's logits.",
+            expected=number(implied[0]),
             found=number(quantized),
         )
     return None
+
+
+def session_losses(runs: list[OnnxRunEvent], tokens: int) -> list[float] | None:
+    """The losses ONNX Runtime session runs' logits give (over the predicted pairs, and over every target), from the
+    runs whose logits the kernel scored; None where those runs do not cover ``tokens`` tokens (no evidence of the
+    loss then)."""
+    seen = [
+        (run["nll_sums"], run["nll_counts"], run["row_tokens"] or [])
+        for run in runs
+        if isinstance(run["nll_sums"], dict) and isinstance(run["nll_counts"], dict)
+    ]
+    if sum(_count(count) for _, _, rows in seen for count in rows) < tokens:
+        return None
+    implied = []
+    for way in ("pairs", "targets"):
+        total = sum(float(sums.get(way, 0.0)) for sums, _, _ in seen if is_number(sums.get(way)))
+        counted = sum(_count(counts.get(way)) for _, counts, _ in seen)
+        if counted:
+            implied.append(total / counted)
+    return implied
 
 
 def _baseline_loss(context: CheckContext, params: PpxParams, comparison: Comparison) -> Verdict:
@@ -2504,20 +2515,7 @@ def _losses_unlike_runs(context: CheckContext, params: ControllerParams, outcome
                 sessions.setdefault(int(run["session_serial"]), []).append(run)
         with quiet_libraries():
             tokens = sum(context.expected(text_token_lengths, tokenizer, texts))
-        implied: list[float] = []
-        for runs in sessions.values():
-            seen = [
-                (run["nll_sums"], run["nll_counts"], run["row_tokens"] or [])
-                for run in runs
-                if isinstance(run["nll_sums"], dict) and isinstance(run["nll_counts"], dict)
-            ]
-            if sum(_count(count) for _, _, rows in seen for count in rows) < tokens:
-                continue  # runs that do not show every text's tokens are no evidence of the loss
-            for way in ("pairs", "targets"):
-                total = sum(float(sums.get(way, 0.0)) for sums, _, _ in seen if is_number(sums.get(way)))
-                counted = sum(_count(counts.get(way)) for _, counts, _ in seen)
-                if counted:
-                    implied.append(total / counted)
+        implied = [loss for runs in sessions.values() for loss in session_losses(runs, tokens) or []]
         for loss in reported:
             if implied and not any(agrees(loss, given, 1e-4, coarsest=0.005) for given in implied):
                 problems.append(
