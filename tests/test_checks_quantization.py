@@ -573,3 +573,21 @@ def test_edge_kinds_read_a_prompt_as_its_writer_meant_it() -> None:
     assert "repetitive" not in edge_kinds([1, 2, 3], "la la la", params)
     assert "very long" in edge_kinds(list(range(112)), " ".join(["word"] + [f"w{index}" for index in range(70)]), params)
     assert "very long" not in edge_kinds(list(range(20)), sentence, params)
+
+
+def test_the_same_step_clock_in_both_scenarios_is_alike_however_large_a_share_it_took() -> None:
+    from course_assignments.quantization.checks import AddedWork
+
+    plain = AddedWork(prefilled=False, slept=False, hooks=0, hooks_heavy=False, processors=0, heavy=False)
+    clock_light = AddedWork(prefilled=False, slept=False, hooks=0, hooks_heavy=False, processors=1, heavy=False)
+    clock_heavy = AddedWork(prefilled=False, slept=False, hooks=0, hooks_heavy=False, processors=1, heavy=True)
+    # A step clock in both generates: the faster model's share crosses the bound on a loaded machine, still alike.
+    assert clock_light.alike(clock_heavy) and clock_heavy.alike(clock_light)
+    # One model's generate alone carries processors that took most of it: unalike, and in words "with work added".
+    assert not plain.alike(clock_heavy) and bool(clock_heavy) and not bool(plain)
+    # A cheap processor in one alone takes no share worth charging.
+    assert plain.alike(clock_light)
+    streamer = AddedWork(prefilled=False, slept=False, hooks=1, hooks_heavy=True, processors=0, heavy=False)
+    assert not plain.alike(streamer)
+    assert streamer.alike(AddedWork(prefilled=False, slept=False, hooks=1, hooks_heavy=False, processors=0, heavy=False))
+    assert not plain.alike(AddedWork(prefilled=True, slept=False, hooks=0, hooks_heavy=False, processors=0, heavy=False))

@@ -39,9 +39,12 @@ from grader.checks.base import (
     shape_verdict,
 )
 from grader.checks.behaviour import (
+    ADDED_ABS_S,
     Behaviour,
     Generation,
+    adds_work,
     carrying,
+    hooks_add_work,
     matching,
 )
 from grader.checks.calls import Argument, GradedCall, graded_call, handed
@@ -2283,9 +2286,66 @@ def _settings(generation: Generation) -> dict[str, Any]:
     }
 
 
-def _adds_work(generation: Generation) -> bool:
-    """Whether a generate did work besides its model's decoding, or less of it (see behaviour.adds_work)."""
-    return generation.adds_work or generation.prefilled
+@dataclass(frozen=True)
+class AddedWork:
+    """What a timed generate did besides its model's decoding, or less of it: a prefilled cache, a sleep inside it,
+    how many streamers or forward hooks it ran and whether they took a share of it (``hooks_heavy``), how many logits
+    processors and stopping criteria of its own it passed and whether they took a large share (``heavy``; see
+    behaviour.adds_work)."""
+
+    prefilled: bool
+    slept: bool
+    hooks: int
+    hooks_heavy: bool
+    processors: int
+    heavy: bool
+
+    @classmethod
+    def of(cls, generation: Generation) -> AddedWork:
+        event = generation.event
+        return cls(
+            prefilled=generation.prefilled,
+            slept=float(event.get("slept_s") or 0.0) > ADDED_ABS_S,
+            hooks=int(event.get("added_items") or 0),
+            hooks_heavy=hooks_add_work(event),
+            processors=int(event.get("custom_processors") or 0),
+            heavy=adds_work(event, hooks=False),
+        )
+
+    def __bool__(self) -> bool:
+        return self.prefilled or self.slept or self.hooks_heavy or self.heavy
+
+    def alike(self, other: AddedWork) -> bool:
+        """Whether two generates added the same work: the same hooks and processors in both (a step clock passed to
+        both models' generates takes a larger share of the faster model's, or of a call a loaded machine preempted
+        inside one), or none that took a share in either."""
+        return (
+            (self.prefilled, self.slept) == (other.prefilled, other.slept)
+            and (self.hooks == other.hooks or not (self.hooks_heavy or other.hooks_heavy))
+            and (self.processors == other.processors or not (self.heavy or other.heavy))
+        )
+
+
+def _runs_alike(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two timed generates ran alike in every setting that ALIKE_NAMES lists."""
+    return not _differ(one, other)
+
+
+def _differ(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The settings of ALIKE_NAMES two timed generates ran unalike."""
+    return [
+        name
+        for name in ALIKE_NAMES
+        if not (one[name].alike(other[name]) if name == "added_work" else one[name] == other[name])
+    ]
+
+
+def _same_runs(one: frozenset[tuple[tuple[str, Any], ...]], other: frozenset[tuple[tuple[str, Any], ...]]) -> bool:
+    """Whether two measurements ran alike: each run of one like some run of the other, both ways."""
+    ones, others = [dict(run) for run in one], [dict(run) for run in other]
+    return all(any(_runs_alike(a, b) for b in others) for a in ones) and all(
+        any(_runs_alike(b, a) for a in ones) for b in others
+    )
 
 
 ALIKE_NAMES = {
@@ -2336,8 +2396,8 @@ def _hashable(value: Any) -> Any:
 def _unalike_pair(base: list[dict[str, Any]], quantized: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run of the baseline's measurement and one of the quantized model's that differ, the fewest settings apart
     (a baseline averaged over a cached and two uncached runs beside cached quantized runs: an uncached one)."""
-    pairs = [(one, other) for one in base for other in quantized if one != other]
-    return min(pairs, key=lambda pair: sum(pair[0][name] != pair[1][name] for name in ALIKE_NAMES))
+    pairs = [(one, other) for one in base for other in quantized if not _runs_alike(one, other)]
+    return min(pairs, key=lambda pair: len(_differ(*pair)))
 
 
 def _reads_long(tolerance: LatencyTolerance, measured: float, ran: list[GenerateEvent]) -> bool:
@@ -2406,7 +2466,7 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                     alike = {
                         **_settings(generation),
                         "warmed_up": warmup_before(within, timed) is not None,
-                        "added_work": _adds_work(generation),
+                        "added_work": AddedWork.of(generation),
                         "padded_wide": generation.padded_wide,
                     }
                     ran_as.add(tuple(sorted((name, _hashable(value)) for name, value in alike.items())))
@@ -2440,13 +2500,15 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
             expected="the baseline row measured on the float32 model",
             found=dtypes[0].removeprefix("torch."),
         )
-    if len(settings) < 2 or any(base == quantized for base in settings["baseline"] for quantized in settings["quantized"]):
+    if len(settings) < 2 or any(
+        _same_runs(base, quantized) for base in settings["baseline"] for quantized in settings["quantized"]
+    ):
         return None
     base_runs, quantized_runs = (
         sorted((dict(runs) for runs in settings[scenario][0]), key=repr) for scenario in ("baseline", "quantized")
     )
     base, quantized = _unalike_pair(base_runs, quantized_runs)
-    differ = [name for name in ALIKE_NAMES if base[name] != quantized[name]]
+    differ = _differ(base, quantized)
     shown = {
         "use_cache": lambda value: f"use_cache={value}",
         "num_beams": lambda value: f"{value} beam{'s' if value != 1 else ''}",

@@ -147,7 +147,7 @@ def _slept(event: GenerateEvent) -> float:
     return float(event.get("slept_s") or 0.0)
 
 
-def _hooks_add_work(event: GenerateEvent) -> bool:
+def hooks_add_work(event: GenerateEvent) -> bool:
     """Whether the streamer and forward hooks hung on a generate call took more than their share of it, or something
     it ran slept."""
     if _slept(event) > ADDED_ABS_S:
@@ -162,7 +162,7 @@ def adds_work(event: GenerateEvent, hooks: bool = True) -> bool:
     hung a streamer or forward hooks on it that took a share of it, or slept. Without ``hooks``: the processors alone
     (a caller judged apart from hooks its model carried before the call)."""
     duration = float(event["duration_s"] or 0.0)
-    if hooks and _hooks_add_work(event):
+    if hooks and hooks_add_work(event):
         return True
     if not event.get("custom_processors"):
         return False
@@ -178,7 +178,7 @@ def added_work_text(event: GenerateEvent, hooks: bool = True) -> str:
             f"with a hook, streamer or logits processor that slept {_slept(event):.3g} s of its {duration:.3g} s "
             "(time.sleep inside generate: time added to every step)"
         )
-    if hooks and _hooks_add_work(event):
+    if hooks and hooks_add_work(event):
         hooked = float(event.get("added_s") or 0.0)
         return f"with a streamer or forward hooks that took {hooked:.3g} s of its {duration:.3g} s (work hung on every step)"
     return (
