@@ -732,3 +732,21 @@ def test_an_exception_is_an_instance_of_its_bases() -> None:
     assert not exception.is_a("TypeError")
     # An answer without bases (a kernel error, an older record) is its own type only.
     assert ExceptionInfo("ValueError", "x").is_a("ValueError") and not ExceptionInfo("KeyError", "x").is_a("LookupError")
+
+
+def test_a_mean_of_rates_is_of_the_runs_the_mean_latency_averaged_not_the_fastest_run() -> None:
+    from grader.checks.timing import mean_of_rates
+
+    runs = [0.030, 0.036, 0.042]
+    tokens = 12.0
+    latency = sum(runs) / 3
+    honest = sum(tokens / run for run in runs) / 3
+    assert mean_of_rates(honest, tokens, latency, runs, 0.02)
+    # The last two runs (the first one a warm-up left out), their mean latency beside their mean rate.
+    last_two = runs[1:]
+    assert mean_of_rates(sum(tokens / run for run in last_two) / 2, tokens, sum(last_two) / 2, runs, 0.02)
+    # The fastest run's rate beside the mean latency: a rate no set of runs averaged.
+    assert not mean_of_rates(tokens / min(runs), tokens, latency, runs, 0.02)
+    # Below the rate of the mean latency: no mean of rates is.
+    assert not mean_of_rates(tokens / latency * 0.9, tokens, latency, runs, 0.02)
+    assert not mean_of_rates(honest, tokens, latency, runs[:1], 0.02)

@@ -10,6 +10,7 @@ model is.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -308,17 +309,38 @@ def derived_agrees(reported: float, derive: Callable[[float], float], latency: f
     return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
 
 
+# The most runs whose every subset is tried as the runs a mean of rates averaged (2**12 subsets); past it, runs in a
+# row (the last k, a window) only.
+SUBSETS_UP_TO = 12
+
+
+def _run_sets(count: int) -> list[tuple[int, ...]]:
+    """The sets of runs (indices, two or more) a mean over repeats may have averaged: any, for a few runs; runs in a
+    row, for many."""
+    if count <= SUBSETS_UP_TO:
+        return [combo for size in range(2, count + 1) for combo in itertools.combinations(range(count), size)]
+    return [tuple(range(start, end)) for start in range(count) for end in range(start + 2, count + 1)]
+
+
 def mean_of_rates(reported: float, tokens: float, latency: float, runs: Sequence[float], tolerance: float) -> bool:
-    """Whether a rate is the mean of the rates of the timed ``runs`` (their generate durations) whose mean latency is
+    """Whether a rate is the mean of the rates of timed ``runs`` (their generate durations) whose mean latency is
     ``latency`` (each run's rate averaged, as error bars over repeats take it): no lower than the rate of the mean
-    latency (a mean of rates never is), no higher than the fastest run's rate by its duration (each timer read at
-    least its run; which runs a warm-up leaves out is not known here)."""
+    latency (a mean of rates never is), no higher than the mean of the rates of some set of the runs (those a warm-up
+    left in) whose mean duration that latency reads (each timer read at least its run, and little more). A rate of the
+    fastest run beside the mean latency is neither."""
     if len(runs) < 2 or any(run <= 0 for run in runs):
         return False
     strict, margin = min(tolerance, 0.005), half_unit(reported)
-    low = tokens / (latency + half_unit(latency))
-    high = max(tokens / run for run in runs)
-    return low * (1 - strict) - margin <= reported <= high * (1 + strict) + margin
+    if reported < tokens / (latency + half_unit(latency)) * (1 - strict) - margin:
+        return False
+    for chosen in _run_sets(len(runs)):
+        durations = [runs[index] for index in chosen]
+        mean = statistics.fmean(durations)
+        if not mean - half_unit(latency) <= latency * (1 + strict) <= upper_bound(LatencyTolerance(), mean, ()):
+            continue
+        if reported <= statistics.fmean(tokens / run for run in durations) * (1 + strict) + margin:
+            return True
+    return False
 
 
 def judge_measurement(
