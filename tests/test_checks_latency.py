@@ -155,3 +155,32 @@ def test_an_axis_label_in_mathtext_is_read_as_it_renders() -> None:
     assert _label_problem("Decoded tokens s$^{-1}$", "tokens/s") == ""
     assert _label_problem(r"$\mathrm{Latency}$ (s)", "latency") == ""
     assert _label_problem(r"$\mathrm{tokens}$", "tokens/s") != ""  # a count, not a rate
+
+
+def test_a_sweep_row_may_summarise_the_last_runs_of_its_prompt() -> None:
+    from course_assignments.latency.checks import _row_readings
+
+    runs = [
+        {"latency_s": lat, "tokens_per_s": 10 / lat, "ms_per_token": 100 * lat, "new_tokens": 10}
+        for lat in (0.5, 0.2, 0.22, 0.24)
+    ]
+    last_three = (0.22, (50 + 10 / 0.22 + 10 / 0.24) / 3, 22.0)
+    assert any(all(abs(a - b) < 1e-9 for a, b in zip(triple, last_three, strict=True)) for triple in _row_readings(runs))
+    # Not the slowest run's latency beside the fastest run's rate.
+    assert not any(abs(t[0] - 0.5) < 1e-9 and abs(t[1] - 50) < 1e-9 for t in _row_readings(runs))
+
+
+def test_precisions_timed_in_turn_on_one_model_may_each_average_their_own_trials() -> None:
+    from course_assignments.latency.checks import _consecutive_summaries
+
+    def run(lat: float) -> dict[str, float]:
+        return {"latency_s": lat, "tokens_per_s": 8 / lat, "ms_per_token": 125 * lat, "new_tokens": 8}
+
+    returned = [run(lat) for lat in (0.3, 0.31, 0.29, 0.2, 0.21, 0.19)]
+
+    def mean(runs: list[dict[str, float]]) -> dict[str, float]:
+        return {name: sum(r[name] for r in runs) / len(runs) for name in runs[0]}
+
+    assert _consecutive_summaries([mean(returned[:3]), mean(returned[3:])], returned)
+    # One precision's entry summarising runs the other's also took is not its own measurement.
+    assert not _consecutive_summaries([mean(returned[:3]), mean(returned[:3])], returned)

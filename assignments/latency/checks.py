@@ -666,8 +666,8 @@ def _readings(values: list[float]) -> list[float]:
 
 def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
     """The (latency_s, tokens_per_s, ms_per_token) a row may report from these measurements of its prompt: one of them
-    whole; the mean, the median or the best of the runs, each column taken the same way; or a latency of those (one,
-    their mean, median or fastest) with the rates derived from it. Not one column from one run and another from
+    whole; the mean, the median or the best of the runs (all, or the last ones), each column taken the same way; or a
+    latency of those (one, their mean, median or fastest) with the rates derived from it. Not one column from one run and another from
     another (the slowest run's latency beside the fastest run's rate)."""
     names = ("latency_s", "tokens_per_s", "ms_per_token")
     runs = [
@@ -677,13 +677,18 @@ def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]
     ]
     if not runs:
         return []
-    latencies, rates, per_token = ([run[place] for run in runs] for place in range(3))
-    triples = [*runs]
-    triples.append((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)))
-    triples.append((statistics.median(latencies), statistics.median(rates), statistics.median(per_token)))
-    triples.append((min(latencies), max(rates), min(per_token)))
     counts = {float(m["new_tokens"]) for m in own if is_number(m.get("new_tokens")) and float(m["new_tokens"]) > 0}
-    for latency in _readings(latencies):
+    triples = [*runs]
+    # All the runs, or the last of them (the first ones warm-ups the row leaves out: seed 000, "don't compare the
+    # warm-up against real runs").
+    for window in (runs[start:] for start in range(len(runs) - 1)):
+        latencies, rates, per_token = ([run[place] for run in window] for place in range(3))
+        triples.append((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)))
+        triples.append((statistics.median(latencies), statistics.median(rates), statistics.median(per_token)))
+        triples.append((min(latencies), max(rates), min(per_token)))
+        for latency in _readings(latencies):
+            triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
+    for latency, _, _ in runs:
         triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
     return triples
 
@@ -1115,11 +1120,9 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
                 if max_matching(options) == len(results):
                     return ""
         else:
-            # Precisions measured on one model (autocast): one run each, or one summary of runs of that model.
-            options = [
-                [index for index, metrics in enumerate(returned) if _same_metrics(result, [metrics])] for result in results
-            ]
-            if max_matching(options) == len(results):
+            # Precisions measured on one model (autocast): each result one run, or a summary of runs in a row of its
+            # own (their last ones, after warm-ups), every precision over as many runs; or one summary per model.
+            if _consecutive_summaries(results, returned):
                 return ""
             options = [[index for index, group in enumerate(groups) if _same_metrics(result, group)] for result in results]
             if max_matching(options) == len(results):
@@ -1196,6 +1199,30 @@ def _wrong_rates(result: dict[str, Any], made: list[int]) -> str:
                 f"{value:.4g}: derive the rates from the generated tokens and the latency (ms_per_token in milliseconds)"
             )
     return ""
+
+
+def _disjoint_windows(windows: list[list[int]], count: int, taken: tuple[int, ...] = ()) -> bool:
+    """Whether each of these lists of window starts can give one window of ``count`` runs, no two overlapping."""
+    if len(taken) == len(windows):
+        return True
+    return any(
+        all(abs(start - other) >= count for other in taken) and _disjoint_windows(windows, count, (*taken, start))
+        for start in windows[len(taken)]
+    )
+
+
+def _consecutive_summaries(results: list[dict[str, Any]], returned: list[dict[str, Any]]) -> bool:
+    """Whether each result is the summary (see _same_metrics) of runs in a row of these returns of its own, no run in
+    two results' and every result over as many runs (precisions timed one after another on one model, each a few
+    trials: the mean of the last three of six is the second precision's)."""
+    for count in range(1, len(returned) // max(len(results), 1) + 1):
+        windows = [
+            [start for start in range(len(returned) - count + 1) if _same_metrics(result, returned[start : start + count])]
+            for result in results
+        ]
+        if _disjoint_windows(windows, count):
+            return True
+    return False
 
 
 def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[list[dict[str, Any]]]:

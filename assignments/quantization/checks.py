@@ -2338,18 +2338,14 @@ def _runs_alike(one: dict[str, Any], other: dict[str, Any]) -> bool:
 def _differ(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """The settings of ALIKE_NAMES two timed generates ran unalike."""
     return [
-        name
-        for name in ALIKE_NAMES
-        if not (one[name].alike(other[name]) if name == "added_work" else one[name] == other[name])
+        name for name in ALIKE_NAMES if not (one[name].alike(other[name]) if name == "added_work" else one[name] == other[name])
     ]
 
 
 def _same_runs(one: frozenset[tuple[tuple[str, Any], ...]], other: frozenset[tuple[tuple[str, Any], ...]]) -> bool:
     """Whether two measurements ran alike: each run of one like some run of the other, both ways."""
     ones, others = [dict(run) for run in one], [dict(run) for run in other]
-    return all(any(_runs_alike(a, b) for b in others) for a in ones) and all(
-        any(_runs_alike(b, a) for a in ones) for b in others
-    )
+    return all(any(_runs_alike(a, b) for b in others) for a in ones) and all(any(_runs_alike(b, a) for a in ones) for b in others)
 
 
 ALIKE_NAMES = {
