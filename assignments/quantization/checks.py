@@ -2011,9 +2011,8 @@ def run_record(outcome: CallOutcome, params: ControllerParams) -> Run:
     for event in outcome.returned_events(params.ppx_function):
         value = decode(event["value"])
         for label, entry in value.items() if isinstance(value, dict) else ():
-            read = read_scenario(label)
-            which = "quantized" if read.quantized else "baseline" if read.baseline else ""
-            perplexities.setdefault(which, []).extend(_reported(entry, "ppx"))
+            scenarios = [name for name in ppx_scenarios(event, label) if name in ("baseline", "quantized")]
+            perplexities.setdefault(scenarios[0] if scenarios else "", []).extend(_reported(entry, "ppx"))
     return Run(measurements, perplexities)
 
 
@@ -2028,6 +2027,27 @@ def row_scenarios(label: Any) -> list[str]:
     if read.batch_size is not None:
         return [f"batch_size={read.batch_size}"]
     return []
+
+
+def handed_models(event: ReturnedEvent) -> dict[str, Any] | None:
+    """The models a perplexity call was handed, by label (each its raw description); None where its ``models``
+    argument cannot be read as labelled entries."""
+    models = argument(event, "models", 0)  # an object argument stays its description: its entries' models
+    entries = models.get("entries") if isinstance(models, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return {str(entry[0]): entry[1] for entry in entries if isinstance(entry, list) and len(entry) == 2}
+
+
+def ppx_scenarios(event: ReturnedEvent, label: Any) -> list[str]:
+    """The scenarios a perplexity call's result under ``label`` stands for: those its label names, else the model
+    handed under it (an ONNX Runtime model is the quantized one, a PyTorch model the baseline: {"A": model} names
+    neither, and the model decides)."""
+    named = row_scenarios(label)
+    if named:
+        return named
+    model = (handed_models(event) or {}).get(str(label))
+    return ["quantized"] if is_onnx_argument(model) else ["baseline"] if is_torch_argument(model) else []
 
 
 def measured_rows(table: Frame) -> list[dict[Any, Any]]:
@@ -2236,7 +2256,7 @@ def _ppx_from_other_texts(params: ControllerParams, outcome: CallOutcome, table:
         texts = json.dumps(argument(event, "texts", 2), sort_keys=True, default=str)
         for key, item in value.items() if isinstance(value, dict) else ():
             found = [float(item)] if is_number(item) else _reported(item, "ppx")
-            for scenario in row_scenarios(key):
+            for scenario in ppx_scenarios(event, key):
                 scored.setdefault(texts, {}).setdefault(scenario, []).extend(found)
     common: set[str] | None = None
     for row in measured_rows(table):
@@ -2569,7 +2589,7 @@ def _losses_unlike_runs(context: CheckContext, params: ControllerParams, outcome
         reported = [
             float(item["loss"])
             for key, item in value.items()
-            if read_scenario(key).quantized and isinstance(item, dict) and is_number(item.get("loss"))
+            if "quantized" in ppx_scenarios(event, key) and isinstance(item, dict) and is_number(item.get("loss"))
         ]
         sessions: dict[int, list[OnnxRunEvent]] = {}
         for run in outcome.onnx_run_events():
@@ -2645,10 +2665,18 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             "new tokens) at an end the model did not choose: an end-of-text id the call added, a stopping criterion or "
             "max_time"
         )
-    for event in outcome.returned_events(params.ppx_function):
-        models = argument(event, "models", 0)  # an object argument stays its description: its entries' models
-        entries = models.get("entries") if isinstance(models, dict) else []
-        for key, model in (entry for entry in entries or () if isinstance(entry, list) and len(entry) == 2):
+    handed = [handed_models(event) for event in outcome.returned_events(params.ppx_function)]
+    if (
+        handed
+        and all(models is not None for models in handed)
+        and not any(is_onnx_argument(model) for models in handed for model in (models or {}).values())
+    ):
+        problems.append(
+            f"it never handed {params.ppx_function} the quantized (ONNX Runtime) model: the quantized model's "
+            "perplexity must come from the quantized model"
+        )
+    for models in handed:
+        for key, model in (models or {}).items():
             read = read_scenario(key)
             if (read.quantized and is_torch_argument(model)) or (read.baseline and is_onnx_argument(model)):
                 problems.append(
@@ -2661,10 +2689,8 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
         value = decode(event["value"]) if isinstance(event["value"], dict) else None
         texts = json.dumps(argument(event, "texts", 2), sort_keys=True, default=str)
         for key in value if isinstance(value, dict) else ():
-            read = read_scenario(key)
-            for scenario in ("baseline", "quantized"):
-                if getattr(read, scenario):
-                    scored[scenario].add(texts)
+            for scenario in set(ppx_scenarios(event, key)) & {"baseline", "quantized"}:
+                scored[scenario].add(texts)
     if scored["baseline"] and scored["quantized"] and not scored["baseline"] & scored["quantized"]:
         problems.append(
             f"its baseline's and its quantized model's perplexities come from {params.ppx_function} calls on other texts: "
