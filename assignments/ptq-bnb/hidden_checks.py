@@ -6,6 +6,7 @@ their default inputs reach students.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
+from grader.checks.behaviour import adds_work, carrying
 from grader.checks.timed import judge_timed_settings
 from grader.checks.timing import LatencyTolerance, judge_timed_latency, tokens_limit
 from grader.kernel.protocol import GenerateEvent
@@ -21,16 +23,44 @@ from grader.kernel.values import is_number, kind_of
 from .checks import (
     ResultsTableParams,
     RowRuns,
+    _decodes_otherwise,
     _results_frame,
     _row_classes,
     _text_and_latency,
+    _unalike_how,
     generate_call,
     labelled_readings,
+    notebook_record,
     own_calls_problem,
     rows_runs,
     takes_medians,
     unlike_averages,
 )
+
+
+def _ran_how(event: GenerateEvent) -> tuple[tuple[bool, bool, bool, bool], str, Any, Any]:
+    """How a timed run ran: (without the cache, with work added to its steps, with another decoding, with beams), in
+    words (see _unalike_how: hooks on its model count, the loop being the notebook's), its torch threads and its
+    attention implementation."""
+    beams = event["num_beams"] if isinstance(event["num_beams"], int) else 1
+    ways = (event["use_cache"] is False, adds_work(event), _decodes_otherwise(event), beams > 1)
+    return ways, _unalike_how(event), event.get("torch_threads"), event.get("attention")
+
+
+def _rows_ran_unalike(hows: list[tuple[str, tuple[tuple[bool, bool, bool, bool], str, Any, Any]]]) -> str:
+    """How two rows' timed runs ran unalike ("" when every row's ran alike)."""
+    for (name, (ways, said, threads, attention)), (
+        other_name,
+        (other_ways, other_said, other_threads, other_attention),
+    ) in itertools.pairwise(hows):
+        if ways != other_ways:
+            plain = "as generate runs by default"
+            return f"'{name}' ran {said or plain}, '{other_name}' {other_said or plain}"
+        if threads != other_threads:
+            return f"'{name}' ran on {threads} torch threads, '{other_name}' on {other_threads} (torch.set_num_threads)"
+        if attention != other_attention:
+            return f"'{name}' ran with {attention} attention, '{other_name}' with {other_attention} (attn_implementation)"
+    return ""
 
 
 class LatencyParams(LatencyTolerance, TargetParams):
@@ -168,12 +198,17 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     notebook = harness.notebook_events()
     if not notebook.ok:
         return failed_call(notebook, "the notebook's generate record")
-    first_prompt_ids = list(context.models.tokenizer(params.model)(prompts[0])["input_ids"])
+    reference_tokenizer = context.models.tokenizer(params.model)
+    first_prompt_ids = list(reference_tokenizer(prompts[0])["input_ids"])
+    fits = carrying(reference_tokenizer)  # a template or special tokens around the prompt are allowed
+    # Models of another id (distilgpt2 loaded in 8-bit beside gpt2's rows) or whose kind changed as they ran are no
+    # configuration's: their runs explain no row.
+    kinds = notebook_record(context, params).kinds
     calls_by_model: dict[int, list[GenerateEvent]] = {}
     models_by_kind: dict[str | None, list[int]] = {}
     for event in notebook.generate_events():
         ids = list(event["input_ids"] or [])
-        if ids != first_prompt_ids:
+        if not fits(ids, first_prompt_ids) or kinds.get(int(event["model_serial"])) in ("other", "changed"):
             continue
         serial = int(event["model_serial"])
         if serial not in calls_by_model:
@@ -205,6 +240,9 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     medians = takes_medians(context.notebook)
     timer = LatencyTolerance()
     ways: list[tuple[str, frozenset[str]]] = []  # each row's statistics that explain its latency ("mean", "median")
+    # How each row's timed runs ran: (use_cache, added work, decoding, beams), torch threads, attention implementation.
+    hows: list[tuple[str, tuple[tuple[bool, bool, bool, bool], str, Any, Any]]] = []
+    how_of: dict[int, tuple[tuple[bool, bool, bool, bool], str, Any, Any]] = {}
 
     def judge_serial(name: Any, latency: Any, serial: int) -> tuple[str, frozenset[str]]:
         """Why a row does not report the first prompt's timed runs on the model of this serial ("" when it does),
@@ -242,6 +280,8 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
             <= reading * (1 + params.timer_rel) + params.abs_s
         )
         if explained:
+            # The runs' ways of running (several runs of one row ran alike, or the row's last way is compared).
+            how_of[serial] = sorted({_ran_how(event) for event in at_limit}, key=repr)[-1]
             return "", explained
         mean = statistics.mean(durations)
         if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):
@@ -265,14 +305,23 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
         # kind loaded again after the loop, for a sanity check, is not the experiment's).
         kind = loaded_as if loaded_as in ("int8", "nf4", "fp4", "4bit", "partial") else None
         serials = [serial_of_row[position], *reversed(models_by_kind.get(kind, []))]
-        verdicts = [judge_serial(name, latency, serial) for serial in dict.fromkeys(serials)]
-        problem, explained = next((verdict for verdict in verdicts if not verdict[0]), verdicts[0])
+        verdicts = [(serial, *judge_serial(name, latency, serial)) for serial in dict.fromkeys(serials)]
+        serial, problem, explained = next((verdict for verdict in verdicts if not verdict[1]), verdicts[0])
         if problem:
             problems.append(problem)
         else:
             ways.append((str(name), explained))
+            hows.append((str(name), how_of[serial]))
         checked += 1
     unlike = unlike_averages([(name, RowRuns(0, [], [], [], explained)) for name, explained in ways])
+    ran = _rows_ran_unalike(hows)
+    if ran and not problems:
+        return Verdict.failed(
+            f"The table's rows time generate calls run unalike: {ran}. Time every configuration's runs the same way "
+            "(as generate_text_and_time runs them), only the model changing.",
+            expected="every configuration's timed runs with the same settings",
+            found=ran,
+        )
     if unlike and not problems:
         return Verdict.failed(
             "The table's rows average their timed runs in different ways: " + unlike + ". Take every configuration's "

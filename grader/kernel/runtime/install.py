@@ -5,6 +5,8 @@ A part of the grader's runtime (see :mod:`grader.kernel.runtime`): in the kernel
 from __future__ import annotations
 
 import contextlib
+import select
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,8 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         RECORDER,
         TOKENIZER_ENTRY_POINTS,
         _counting_sleep,
+        _counting_timed_out_select,
+        _counting_timed_out_wait,
         _instrumented_generate,
         _instrumented_synchronize,
         _instrumented_tokenizer_call,
@@ -208,6 +212,9 @@ def install(settings: dict[str, Any]) -> dict[str, Any]:
         _replace(steps, "__call__", _instrumented_step_work(vars(steps)["__call__"]))
     # Not watched as the instrumentation is (a notebook may replace time.sleep and only change its own sleeps).
     time.sleep = _counting_sleep(time.sleep)
+    # And the waits that are sleeps by other names, where they ran out their timeout (Event().wait(t), select).
+    threading.Condition.wait = _counting_timed_out_wait(threading.Condition.wait)  # type: ignore[method-assign]
+    select.select = _counting_timed_out_select(select.select)
     if torch.cuda.is_available():  # only judged on CUDA: without it, a notebook may stub it out harmlessly
         # Every way to wait for the GPU, and CUDA events (a timer of events starts in stream order, without a wait).
         _replace(torch.cuda, "synchronize", _instrumented_synchronize(torch.cuda.synchronize))

@@ -890,30 +890,66 @@ def _timed_item(item: Callable[..., Any], event: GenerateEvent) -> Callable[...,
     return timed
 
 
+def _note_slept(began: float) -> None:
+    """Count the wait since ``began`` (``_perf_counter`` time) as a sleep of this thread: inside the generate this
+    thread runs, time added to that generate's ``added_s`` and ``slept_s`` (an added item); outside one, the thread's
+    ``RECORDER.slept`` (a watched function's call records what it slept)."""
+    event = RECORDER.current_generate
+    ended = _perf_counter()
+    if event is None or event.get("thread") != threading.get_native_id():
+        RECORDER.note_sleep(began, ended)
+        return
+    slept = ended - began
+    event["added_s"] = float(event.get("added_s") or 0.0) + slept
+    event["slept_s"] = float(event.get("slept_s") or 0.0) + slept
+    event["added_items"] = int(event.get("added_items") or 0) + 1
+
+
 def _counting_sleep(original: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``time.sleep`` that adds the time it slept on the thread running a generate to that generate's ``added_s`` (and
-    counts an added item): generate never sleeps, so a sleep inside it (a hook, a streamer, a logits processor) is work
-    the notebook added. Sleeps on other threads (a reader polling for the worker) are theirs. Outside a generate, the
-    thread's ``RECORDER.slept`` counts it (a watched function's call records what it slept)."""
+    """``time.sleep`` that counts what it slept (see :func:`_note_slept`): generate never sleeps, so a sleep inside it
+    (a hook, a streamer, a logits processor) is work the notebook added. Sleeps on other threads (a reader polling for
+    the worker) are theirs."""
 
     @_wraps(original)
     def sleep(seconds: float) -> None:
-        event = RECORDER.current_generate
         began = _perf_counter()
-        if event is None or event.get("thread") != threading.get_native_id():
-            try:
-                return original(seconds)
-            finally:
-                RECORDER.note_sleep(began, _perf_counter())
         try:
             return original(seconds)
         finally:
-            slept = _perf_counter() - began
-            event["added_s"] = float(event.get("added_s") or 0.0) + slept
-            event["slept_s"] = float(event.get("slept_s") or 0.0) + slept
-            event["added_items"] = int(event.get("added_items") or 0) + 1
+            _note_slept(began)
 
     return sleep
+
+
+def _counting_timed_out_wait(original: Callable[..., bool]) -> Callable[..., bool]:
+    """``threading.Condition.wait`` (under ``Event.wait``, ``Queue.get``, ``Future.result``) that counts a wait which
+    ran out its timeout as a sleep (see :func:`_note_slept`): ``threading.Event().wait(0.05)`` pads a timer as
+    ``time.sleep(0.05)`` does. A wait that was notified (a flush of the kernel's output, a worker's result) is not."""
+
+    @_wraps(original)
+    def wait(self: Any, timeout: float | None = None) -> bool:
+        began = _perf_counter()
+        notified = original(self, timeout)
+        if timeout is not None and not notified:
+            _note_slept(began)
+        return notified
+
+    return wait
+
+
+def _counting_timed_out_select(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``select.select`` that counts a call which ran out its timeout with nothing ready as a sleep (see
+    :func:`_note_slept`): ``select.select([], [], [], 0.05)`` is a sleep by another name."""
+
+    @_wraps(original)
+    def select(rlist: Any, wlist: Any, xlist: Any, timeout: float | None = None) -> Any:
+        began = _perf_counter()
+        ready = original(rlist, wlist, xlist, timeout)
+        if timeout is not None and not any(ready):
+            _note_slept(began)
+        return ready
+
+    return select
 
 
 @contextlib.contextmanager
