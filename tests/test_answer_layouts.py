@@ -31,6 +31,7 @@ LAYOUTS = {
     )
     + f"\n\n**Answer 1.** {SETUP}\n\n**Answer 2.** {TRENDS}\n",
     "plain labels": STARTER + f"\n\nSetup: {SETUP}\n\nTrends: {TRENDS}\n",
+    "a table of answers": STARTER + f"\n\n| Question | Answer |\n|---|---|\n| **Setup** | {SETUP} |\n| Trends | {TRENDS} |\n",
 }
 
 

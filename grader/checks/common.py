@@ -67,11 +67,20 @@ MAX_TITLE_WORDS = 10
 
 def _anchor(line: str) -> tuple[str, str] | None:
     """(title, the rest of the line) where a line opens with a title: a heading, a leading bold span (after a list
-    marker or a number: "1.  **Setup:**", "**Answer 1 (Setup).** text", "- **Trends**"), or a short label and a
-    colon ("Setup: text"). None for an ordinary line."""
+    marker or a number: "1.  **Setup:**", "**Answer 1 (Setup).** text", "- **Trends**"), a short label and a
+    colon ("Setup: text"), or the first cell of a table row. None for an ordinary line."""
     heading = re.match(r"^\s*#{1,6}\s+(?P<text>.+?)\s*#*\s*$", line)
     if heading:
         return heading.group("text").strip(" *_"), ""
+    if line.lstrip().startswith("|"):
+        # A row of a markdown table of answers ("| **Memory Scaling** | answer |"): its first cell the title, the
+        # others the answer (a header or separator row names no question).
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        title = _anchor(cells[0])
+        named = title[0] if title is not None and not title[1].strip() else cells[0].strip(" *_:.")
+        if named and not set(named) <= set("-: ") and len(named.split()) <= MAX_TITLE_WORDS:
+            return named, " ".join(cells[1:])
+        return None
     prefix = TITLE_PREFIX.match(line)
     rest = line[prefix.end() :] if prefix else line
     number = prefix.group(0).strip() if prefix else ""
