@@ -402,7 +402,8 @@ def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency
                 if excess >= max(SLEPT_S, 0.5 * call.slept) and covered >= SLEPT_S:
                     return (
                         f"called with the prompt {shown}, it returned a latency of {float(call.latency):.4g} s, "
-                        f"{excess:.3g} s longer than its generate took, and slept {call.slept:.3g} s (time.sleep) "
+                        f"{excess:.3g} s longer than its generate took, and slept {call.slept:.3g} s (time.sleep, or a wait that ran "
+                        "out its timeout) "
                         f"meanwhile: a timer that long around its generate covered at least {covered:.3g} s of the sleep"
                     )
             if is_number(call.latency) and not agrees_with_timed(tolerance, float(call.latency), full):
