@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.behaviour import adds_work, carrying
+from grader.checks.behaviour import adds_work
 from grader.checks.timed import judge_timed_settings
 from grader.checks.timing import LatencyTolerance, judge_timed_latency, tokens_limit
 from grader.kernel.protocol import GenerateEvent
@@ -200,7 +200,6 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
         return failed_call(notebook, "the notebook's generate record")
     reference_tokenizer = context.models.tokenizer(params.model)
     first_prompt_ids = list(reference_tokenizer(prompts[0])["input_ids"])
-    fits = carrying(reference_tokenizer)  # a template or special tokens around the prompt are allowed
     # Models of another id (distilgpt2 loaded in 8-bit beside gpt2's rows) or whose kind changed as they ran are no
     # configuration's: their runs explain no row.
     kinds = notebook_record(context, params).kinds
@@ -208,7 +207,7 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     models_by_kind: dict[str | None, list[int]] = {}
     for event in notebook.generate_events():
         ids = list(event["input_ids"] or [])
-        if not fits(ids, first_prompt_ids) or kinds.get(int(event["model_serial"])) in ("other", "changed"):
+        if ids != first_prompt_ids or kinds.get(int(event["model_serial"])) in ("other", "changed"):
             continue
         serial = int(event["model_serial"])
         if serial not in calls_by_model:
