@@ -76,8 +76,8 @@ def _anchor(line: str) -> tuple[str, str] | None:
         # A row of a markdown table of answers ("| **Memory Scaling** | answer |"): its first cell the title, the
         # others the answer (a header or separator row names no question).
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        title = _anchor(cells[0])
-        named = title[0] if title is not None and not title[1].strip() else cells[0].strip(" *_:.")
+        first = _anchor(cells[0])
+        named = first[0] if first is not None and not first[1].strip() else cells[0].strip(" *_:.")
         if named and not set(named) <= set("-: ") and len(named.split()) <= MAX_TITLE_WORDS:
             return named, " ".join(cells[1:])
         return None
