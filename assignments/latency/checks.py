@@ -667,8 +667,8 @@ def _readings(values: list[float]) -> list[float]:
 def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
     """The (latency_s, tokens_per_s, ms_per_token) a row may report from these measurements of its prompt: one of them
     whole; the mean, the median or the best of the runs (all, or the last ones), each column taken the same way; or a
-    latency of those (one, their mean, median or fastest) with the rates derived from it. Not one column from one run and another from
-    another (the slowest run's latency beside the fastest run's rate)."""
+    latency of those (one, their mean, median or fastest) with the rates derived from it. Not one column from one run
+    and another from another (the slowest run's latency beside the fastest run's rate)."""
     names = ("latency_s", "tokens_per_s", "ms_per_token")
     runs = [
         (float(m["latency_s"]), float(m["tokens_per_s"]), float(m["ms_per_token"]))
@@ -681,15 +681,13 @@ def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]
     triples = [*runs]
     # All the runs, or the last of them (the first ones warm-ups the row leaves out: seed 000, "don't compare the
     # warm-up against real runs").
-    for window in (runs[start:] for start in range(len(runs) - 1)):
+    for window in (runs[start:] for start in range(max(len(runs) - 1, 1))):
         latencies, rates, per_token = ([run[place] for run in window] for place in range(3))
         triples.append((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)))
         triples.append((statistics.median(latencies), statistics.median(rates), statistics.median(per_token)))
         triples.append((min(latencies), max(rates), min(per_token)))
         for latency in _readings(latencies):
             triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
-    for latency, _, _ in runs:
-        triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
     return triples
 
 

@@ -198,8 +198,7 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
     notebook = harness.notebook_events()
     if not notebook.ok:
         return failed_call(notebook, "the notebook's generate record")
-    reference_tokenizer = context.models.tokenizer(params.model)
-    first_prompt_ids = list(reference_tokenizer(prompts[0])["input_ids"])
+    first_prompt_ids = list(context.models.tokenizer(params.model)(prompts[0])["input_ids"])
     # Models of another id (distilgpt2 loaded in 8-bit beside gpt2's rows) or whose kind changed as they ran are no
     # configuration's: their runs explain no row.
     kinds = notebook_record(context, params).kinds
@@ -279,8 +278,8 @@ def results_latency(context: CheckContext, params: ResultsLatencyParams) -> Verd
             <= reading * (1 + params.timer_rel) + params.abs_s
         )
         if explained:
-            # The runs' ways of running (several runs of one row ran alike, or the row's last way is compared).
-            how_of[serial] = sorted({_ran_how(event) for event in at_limit}, key=repr)[-1]
+            # Where the row's runs ran in several ways, the one that ran most otherwise (its ways sort last) is compared.
+            how_of[serial] = max((_ran_how(event) for event in at_limit), key=repr)
             return "", explained
         mean = statistics.mean(durations)
         if math.isclose(float(latency), sum(durations), rel_tol=params.upper_rel):

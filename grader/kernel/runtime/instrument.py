@@ -105,13 +105,13 @@ class Recorder:
             state.forward_stack = []  # the models whose forward is running, innermost last
             state.current_generate = None
             state.choices = None  # the greedy choice of each forward pass of the current generate (see note_choice)
-            state.slept = 0.0  # seconds this thread slept (time.sleep) outside generate calls
+            state.slept = 0.0  # seconds this thread slept outside generate calls (see _note_slept)
             state.sleeps = collections.deque(maxlen=MAX_SLEEPS)  # when it slept: (start, end) on the runtime's clock
         return state
 
     @property
     def slept(self) -> float:
-        """Seconds this thread has slept in ``time.sleep`` outside generate calls (see :func:`_counting_sleep`)."""
+        """Seconds this thread has slept outside generate calls (see :func:`_note_slept`)."""
         return float(self._state().slept)
 
     @slept.setter
@@ -119,8 +119,8 @@ class Recorder:
         self._state().slept = value
 
     def sleeps_since(self, start: float) -> list[list[float]]:
-        """When this thread slept in ``time.sleep`` outside generate calls since ``start`` (the runtime's clock), as
-        [start, end] pairs: the last :data:`MAX_SLEEPS` of them."""
+        """When this thread slept (see :func:`_note_slept`) outside generate calls since ``start`` (the runtime's
+        clock), as [start, end] pairs: the last :data:`MAX_SLEEPS` of them."""
         return [[began, ended] for began, ended in self._state().sleeps if began >= start]
 
     def note_sleep(self, began: float, ended: float) -> None:
