@@ -27,7 +27,7 @@ from grader.reports.results import CheckResult, Figure, SubmissionResult
 CHROMIUM = Path(os.environ.get("GRADER_CHROMIUM", "/usr/bin/chromium"))
 INSTALL_HINT = (
     "apt-get update && apt-get install -y --no-install-recommends chromium  (Debian/Ubuntu, as root), "
-    "and .venv/bin/pip install -c constraints.txt -e '.[test]' for Playwright; "
+    "and scripts/install test for Playwright; "
     "or set GRADER_SKIP_BROWSER=1 to skip the browser tests"
 )
 NOTICES = (
