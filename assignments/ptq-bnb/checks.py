@@ -294,23 +294,28 @@ def _decodes_otherwise(event: GenerateEvent) -> bool:
 SLEPT_S = 0.005
 
 
+def ran_ways(event: GenerateEvent, hooked: bool = False) -> tuple[bool, bool, bool, bool]:
+    """How a generate ran, as flags: (without the cache, with work added to its steps, with another decoding, with
+    beams). Where its model came ``hooked`` (forward hooks the caller hung on it: results-latency's charge), its
+    processors alone are the function's added work."""
+    beams = event["num_beams"] if isinstance(event["num_beams"], int) else 1
+    return (event["use_cache"] is False, adds_work(event, hooks=not hooked), _decodes_otherwise(event), beams > 1)
+
+
 def _unalike_how(event: GenerateEvent, hooked: bool = False) -> str:
     """How a generate of the notebook's own timed calls ran otherwise than the grader's calls of the function run it
-    ("" when it did not): without the cache, with work added to its steps, with another decoding, with beams. Where
-    its model came ``hooked`` (forward hooks the caller hung on it: results-latency's charge), its processors alone
-    are the function's work."""
-    if event["use_cache"] is False:
+    ("" when it did not), in words: the first of ran_ways' flags it raises."""
+    no_cache, added, decodes, beams = ran_ways(event, hooked)
+    if no_cache:
         return "without the KV cache (use_cache=False)"
-    if adds_work(event, hooks=not hooked):
+    if added:
         return added_work_text(event, hooks=not hooked)
-    if _decodes_otherwise(event):
+    if decodes:
         return (
             "with an assistant (prompt lookup, a draft model) or more forward passes than one per token "
             "(classifier-free guidance)"
         )
-    if isinstance(event["num_beams"], int) and event["num_beams"] > 1:
-        return "with beam search"
-    return ""
+    return "with beam search" if beams else ""
 
 
 def own_calls_problem(context: CheckContext, function: str, hub_id: str, latency: bool = False) -> str:

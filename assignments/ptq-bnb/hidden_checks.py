@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, TargetParams, Verdict, check_kind, expect_type, failed_call, number
-from grader.checks.behaviour import adds_work
 from grader.checks.timed import judge_timed_settings
 from grader.checks.timing import LatencyTolerance, judge_timed_latency, tokens_limit
 from grader.kernel.protocol import GenerateEvent
@@ -23,7 +22,6 @@ from grader.kernel.values import is_number, kind_of
 from .checks import (
     ResultsTableParams,
     RowRuns,
-    _decodes_otherwise,
     _results_frame,
     _row_classes,
     _text_and_latency,
@@ -32,6 +30,7 @@ from .checks import (
     labelled_readings,
     notebook_record,
     own_calls_problem,
+    ran_ways,
     rows_runs,
     takes_medians,
     unlike_averages,
@@ -39,12 +38,9 @@ from .checks import (
 
 
 def _ran_how(event: GenerateEvent) -> tuple[tuple[bool, bool, bool, bool], str, Any, Any]:
-    """How a timed run ran: (without the cache, with work added to its steps, with another decoding, with beams), in
-    words (see _unalike_how: hooks on its model count, the loop being the notebook's), its torch threads and its
-    attention implementation."""
-    beams = event["num_beams"] if isinstance(event["num_beams"], int) else 1
-    ways = (event["use_cache"] is False, adds_work(event), _decodes_otherwise(event), beams > 1)
-    return ways, _unalike_how(event), event.get("torch_threads"), event.get("attention")
+    """How a timed run ran: its ran_ways flags, in words (the loop being the notebook's, hooks on its model count), its
+    torch threads and its attention implementation."""
+    return ran_ways(event), _unalike_how(event), event.get("torch_threads"), event.get("attention")
 
 
 def _rows_ran_unalike(hows: list[tuple[str, tuple[tuple[bool, bool, bool, bool], str, Any, Any]]]) -> str:

@@ -39,13 +39,13 @@ from grader.checks.base import (
     shape_verdict,
 )
 from grader.checks.behaviour import (
-    ADDED_ABS_S,
     Behaviour,
     Generation,
     adds_work,
     carrying,
     hooks_add_work,
     matching,
+    sleeps_in,
 )
 from grader.checks.calls import Argument, GradedCall, graded_call, handed
 from grader.checks.common import claim_records, screen_answer, table_facts
@@ -2329,7 +2329,7 @@ class AddedWork:
         event = generation.event
         return cls(
             prefilled=generation.prefilled,
-            slept=float(event.get("slept_s") or 0.0) > ADDED_ABS_S,
+            slept=sleeps_in(event),
             hooks=int(event.get("added_items") or 0),
             hooks_heavy=hooks_add_work(event),
             processors=int(event.get("custom_processors") or 0),

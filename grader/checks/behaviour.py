@@ -147,10 +147,15 @@ def _slept(event: GenerateEvent) -> float:
     return float(event.get("slept_s") or 0.0)
 
 
+def sleeps_in(event: GenerateEvent) -> bool:
+    """Whether something a generate call ran slept inside it for longer than the noise allowance (ADDED_ABS_S)."""
+    return _slept(event) > ADDED_ABS_S
+
+
 def hooks_add_work(event: GenerateEvent) -> bool:
     """Whether the streamer and forward hooks hung on a generate call took more than their share of it, or something
     it ran slept."""
-    if _slept(event) > ADDED_ABS_S:
+    if sleeps_in(event):
         return True
     hooked = float(event.get("added_s") or 0.0)
     return bool(event.get("added_items")) and hooked > max(HOOKS_SHARE * float(event["duration_s"] or 0.0), ADDED_ABS_S)
@@ -173,7 +178,7 @@ def adds_work(event: GenerateEvent, hooks: bool = True) -> bool:
 def added_work_text(event: GenerateEvent, hooks: bool = True) -> str:
     """What a generate that :func:`adds_work` added (with ``hooks``, as there), in words, with the seconds it took."""
     duration = float(event["duration_s"] or 0.0)
-    if hooks and _slept(event) > ADDED_ABS_S:
+    if hooks and sleeps_in(event):
         return (
             f"with a hook, streamer or logits processor that slept {_slept(event):.3g} s of its {duration:.3g} s "
             "(time.sleep inside generate: time added to every step)"
