@@ -69,7 +69,13 @@ BUNDLES: dict[str, list[tuple[str, str]]] = {
 }
 
 EXPECTED_LOSSES = {
-    "anything-gpt2tokenizer-hardcoded-words": {"precision-invalid", "loader-same-id", "measure-latency", "build-prompt"},
+    "anything-gpt2tokenizer-hardcoded-words": {
+        "precision-invalid",
+        "loader-same-id",
+        "measure-latency",
+        "build-prompt-public",
+        "build-prompt",
+    },
     "nocache-timetime-targetlength": {"measure-settings", "sweep-rows"},
     "sweeps-default-tokens-dtype-lastid": {"sweep-settings", "precision-sweep-settings", "loader-model", "loader-none-loads"},
 }

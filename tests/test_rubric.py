@@ -130,3 +130,13 @@ def test_kind_names_the_check_code_looks_up_are_the_rubric_s() -> None:
 
     quantization = Course(ROOT).assignment("quantization")
     assert set(MEASURE_KINDS) <= {check.kind for check in quantization.rubric.checks}
+
+
+@pytest.mark.parametrize("assignment", [assignment.name for assignment in Course(ROOT).all()])
+def test_every_graded_function_has_a_public_check_a_cpu_runs(assignment: str) -> None:
+    """A student whose self-check says "all public checks pass" has called each graded function for real:
+    every function the rubric identifies has a public check that runs on the CPU (not only a CUDA one)."""
+    rubric = Course(ROOT).assignment(assignment).rubric
+    public = {check.target for check in rubric.checks if check.visibility == "public" and check.device != "cuda"}
+    missing = [function for function in rubric.identify.functions if function not in public]
+    assert not missing, f"{assignment}: no public check on the CPU for {missing}"

@@ -32,7 +32,7 @@ MISTAKES: dict[str, tuple[set[str], str]] = {
     "mistake-warmup-in-timer": ({"measure-latency"}, "The timer surrounds 2 generate calls"),
     "mistake-timer-includes-tokenizing": ({"measure-latency"}, "includes tokenizing the prompt"),
     "mistake-assumes-max-new-tokens": ({"measure-new-tokens"}, "but the model stopped after"),
-    "mistake-characters-not-tokens": ({"build-prompt"}, "It counts characters, not tokens"),
+    "mistake-characters-not-tokens": ({"build-prompt-public", "build-prompt"}, "It counts characters, not tokens"),
     "mistake-unlabelled-plots": ({"sweep-plots"}, "has no xlabel or ylabel"),
     "mistake-keys-by-request": ({"precision-sweep-keys"}, "not by the precision requested"),
 }

@@ -187,7 +187,7 @@ def test_grade_check_from_the_kit_judges_like_the_full_grader(kit: Path, root: P
             tests = json.loads(results.read_text())["tests"]
             verdicts[source, sample] = {t["extra_data"]["check_id"]: (t["extra_data"]["outcome"], t["output"]) for t in tests}
             if source == "kit":
-                assert "5 hidden checks worth 12 points" in " ".join(completed.stdout.split())
+                assert "5 hidden checks worth 11 points" in " ".join(completed.stdout.split())
     for sample in SAMPLES:
         assert verdicts["kit", sample] == verdicts["course", sample], sample
     failed = {sample: {c for c, (outcome, _) in verdicts["kit", sample].items() if outcome == "failed"} for sample in SAMPLES}

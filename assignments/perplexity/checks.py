@@ -25,8 +25,8 @@ from grader.checks.loss import (
     reference_variants,
 )
 from grader.checks.shapes import keys
-from grader.checks.timed import TIMED_ASPECTS, Timed, timed_call
-from grader.checks.timing import LatencyTolerance
+from grader.checks.timed import TIMED_ASPECTS, Timed, judge_timed_settings, timed_call
+from grader.checks.timing import LatencyTolerance, judge_rates, judge_timed_latency, new_tokens_range
 from grader.kernel.harness import CallOutcome
 from grader.kernel.values import is_number, kind_of, scalar
 
@@ -179,11 +179,11 @@ def evaluation_batching(context: CheckContext, params: CorpusParams) -> Verdict:
 
 
 class TimingParams(LatencyTolerance, TargetParams):
-    """Hidden calls that check time_generation against the instrumented generate call."""
+    """Calls that check time_generation against the instrumented generate call (the public check's prompt is shown to students)."""
 
     model: str = Field("gpt2", description="Hub ID of the model of the first call.")
     other_model: str = Field("distilgpt2", description="Hub ID of the model of the second call (every argument differs).")
-    prompts: list[str] = Field(min_length=1, description="Hidden prompts; one is drawn at grading time.")
+    prompts: list[str] = Field(min_length=1, description="Prompts; one is drawn at grading time.")
     tokens: list[int] = Field([24, 40], min_length=2, max_length=2, description="Range [low, high] of max_new_tokens.")
     eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
     eos_tokens: int = Field(32, ge=1, description="max_new_tokens for the early-stopping prompt.")
@@ -191,7 +191,7 @@ class TimingParams(LatencyTolerance, TargetParams):
 
 
 def timing_calls(context: CheckContext, params: TimingParams) -> list[tuple[int, Timed]]:
-    """The hidden time_generation calls (max_new_tokens, the timed call), every argument of the second different."""
+    """The time_generation calls (max_new_tokens, the timed call), every argument of the second different."""
     rng = context.rng_for(f"timing:{context.check.id}")
     plan = [
         (params.model, rng.choice(params.prompts), rng.randint(*params.tokens)),
@@ -222,3 +222,36 @@ def timing_calls(context: CheckContext, params: TimingParams) -> list[tuple[int,
         )
         calls.append((max_new_tokens, timed))
     return calls
+
+
+@check_kind("generation_timing", TimingParams)
+def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
+    """time_generation's generate does what the reference's does (the model, prompt and max_new_tokens it is given),
+    latency_s is what a timer of that call reads, and tokens_per_s counts the tokens really generated."""
+    for max_new_tokens, timed in timing_calls(context, params):
+        value = timed.value
+        latency, rate = value["latency_s"], value["tokens_per_s"]
+        if not is_number(latency) or latency <= 0 or not is_number(rate):
+            return Verdict.failed(
+                f"latency_s and tokens_per_s should be positive numbers, but they are {kind_of(latency)} and {kind_of(rate)}.",
+                found=f"{kind_of(latency)}, {kind_of(rate)}",
+            )
+        verdict = judge_timed_settings(context, timed) or judge_timed_latency(
+            params, float(latency), timed.outcome, timed.timed(), max_new_tokens
+        )
+        if verdict is not None:
+            return verdict
+        generated, _ = new_tokens_range(timed.timed()[-1])
+        verdict = judge_rates(
+            params.rate_tolerance,
+            float(latency),
+            generated,
+            rate,
+            max_new_tokens=max_new_tokens,
+            runs=[float(event["duration_s"]) for event in timed.timed()],
+        )
+        if verdict is not None:
+            return verdict
+    return Verdict.passed(
+        f"{params.function} reports the generate call's latency and counts the tokens it really generated, also when it stops early."
+    )

@@ -13,50 +13,13 @@ from grader.checks.loss import (
     TOKEN_MISTAKES,
 )
 from grader.checks.numbers import agrees, half_unit
-from grader.checks.timed import judge_timed_settings
-from grader.checks.timing import judge_rates, judge_timed_latency, new_tokens_range
 from grader.kernel.values import is_number, kind_of, scalar
 
 from .checks import (
     LossParams,
     ReturnedField,
-    TimingParams,
     returned_fields,
-    timing_calls,
 )
-
-
-@check_kind("generation_timing", TimingParams)
-def generation_timing(context: CheckContext, params: TimingParams) -> Verdict:
-    """time_generation's generate does what the reference's does (the model, prompt and max_new_tokens it is given),
-    latency_s is what a timer of that call reads, and tokens_per_s counts the tokens really generated."""
-    for max_new_tokens, timed in timing_calls(context, params):
-        value = timed.value
-        latency, rate = value["latency_s"], value["tokens_per_s"]
-        if not is_number(latency) or latency <= 0 or not is_number(rate):
-            return Verdict.failed(
-                f"latency_s and tokens_per_s should be positive numbers, but they are {kind_of(latency)} and {kind_of(rate)}.",
-                found=f"{kind_of(latency)}, {kind_of(rate)}",
-            )
-        verdict = judge_timed_settings(context, timed) or judge_timed_latency(
-            params, float(latency), timed.outcome, timed.timed(), max_new_tokens
-        )
-        if verdict is not None:
-            return verdict
-        generated, _ = new_tokens_range(timed.timed()[-1])
-        verdict = judge_rates(
-            params.rate_tolerance,
-            float(latency),
-            generated,
-            rate,
-            max_new_tokens=max_new_tokens,
-            runs=[float(event["duration_s"]) for event in timed.timed()],
-        )
-        if verdict is not None:
-            return verdict
-    return Verdict.passed(
-        f"{params.function} reports the generate call's latency and counts the tokens it really generated, also when it stops early."
-    )
 
 
 @check_kind("perplexity_exp", LossParams)
