@@ -591,3 +591,19 @@ def test_the_same_step_clock_in_both_scenarios_is_alike_however_large_a_share_it
     assert not plain.alike(streamer)
     assert streamer.alike(AddedWork(prefilled=False, slept=False, hooks=1, hooks_heavy=False, processors=0, heavy=False))
     assert not plain.alike(AddedWork(prefilled=True, slept=False, hooks=0, hooks_heavy=False, processors=0, heavy=False))
+
+
+def test_one_processor_class_in_both_scenarios_that_works_only_for_the_baseline_is_not_alike() -> None:
+    """Round 15's cheat: the controller hands both generates a logits processor of one class, busy (60 matmuls a step)
+    only in the baseline's. The counts match; the seconds per step do not, far past a loaded machine's noise."""
+    from course_assignments.quantization.checks import AddedWork
+
+    def processor(heavy: bool, step_s: float) -> AddedWork:
+        return AddedWork(
+            prefilled=False, slept=False, hooks=0, hooks_heavy=False, processors=1, heavy=heavy, processors_step_s=step_s
+        )
+
+    assert not processor(True, 0.004).alike(processor(False, 0.00005))
+    assert not processor(False, 0.00005).alike(processor(True, 0.004))
+    # One step clock in both, preempted now and then in the fast model's: alike.
+    assert processor(False, 0.00008).alike(processor(True, 0.0003))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import re
 import statistics
@@ -645,6 +646,32 @@ def _returned_metrics(outcome: CallOutcome, measure_function: str) -> list[dict[
     return returned
 
 
+def shaved_measurement(outcome: CallOutcome, measure_function: str) -> str:
+    """A measurement the measuring function returned during this call (a sweep's) whose latency_s reads less than
+    every generate it ran ("" when none did): the timer of a generate reads at least its duration (the hidden calls of
+    the function hold it to that too), so a shorter latency was shaved (scaled by the caller's setting, or by a
+    global the sweep sets) where the grader did not call it."""
+    tolerance = LatencyTolerance()
+    generates = [
+        (float(event["start"]), float(end), float(duration))
+        for event in outcome.generate_events()
+        if (end := event.get("end")) is not None and (duration := event.get("duration_s")) is not None
+    ]
+    for event in outcome.returned_events(measure_function):
+        value = decode(event["value"])
+        latency: Any = value.get("latency_s") if isinstance(value, dict) else None
+        inside = [duration for start, end, duration in generates if event["start"] <= start and end <= event["time"]]
+        if not is_number(latency) or not inside:
+            continue
+        shortest = min(inside)
+        if float(latency) < shortest * (1 - tolerance.lower_rel) - tolerance.lower_abs_s:
+            return (
+                f"{measure_function} returned latency_s {float(latency):.4g} s for a call whose generate calls each took "
+                f"{shortest:.4g} s or more: a timer of the generate reads at least that"
+            )
+    return ""
+
+
 def _asked_alike(candidates: list[Any], settings: Callable[[Any], dict[str, Any]], sweep: Sweep) -> list[Any]:
     """Of a row's candidate measurements, those run with the sweep's max_new_tokens and use_cache where any were (a
     setting not passed, or not recorded, is no difference): a row that reports a run of other settings, beside the
@@ -664,11 +691,13 @@ def _readings(values: list[float]) -> list[float]:
     return [*values, statistics.fmean(values), statistics.median(values), min(values)] if values else []
 
 
-def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
-    """The (latency_s, tokens_per_s, ms_per_token) a row may report from these measurements of its prompt: one of them
-    whole; the mean, the median or the best of the runs (all, or the last ones), each column taken the same way; or a
-    latency of those (one, their mean, median or fastest) with the rates derived from it. Not one column from one run
-    and another from another (the slowest run's latency beside the fastest run's rate)."""
+def _row_readings(own: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float], frozenset[tuple[Any, ...]]]]:
+    """The (latency_s, tokens_per_s, ms_per_token) a row may report from these measurements of its prompt, each with
+    the ways it was taken: one of them whole (by its place from the last, and its rank by latency); the mean, the
+    median or the best of the runs (all, or the last ones), each column taken the same way; or a latency of those
+    (one, their mean, median or fastest) with the rates derived from it. Not one column from one run and another from
+    another (the slowest run's latency beside the fastest run's rate). Every row of a sweep must share a way (see
+    _row_problems): not the slowest run for the short prompts beside the fastest for the long ones."""
     names = ("latency_s", "tokens_per_s", "ms_per_token")
     runs = [
         (float(m["latency_s"]), float(m["tokens_per_s"]), float(m["ms_per_token"]))
@@ -678,17 +707,44 @@ def _row_readings(own: list[dict[str, Any]]) -> list[tuple[float, float, float]]
     if not runs:
         return []
     counts = {float(m["new_tokens"]) for m in own if is_number(m.get("new_tokens")) and float(m["new_tokens"]) > 0}
-    triples = [*runs]
+    ranks = sorted(range(len(runs)), key=lambda index: runs[index][0])
+    readings: list[tuple[tuple[float, float, float], frozenset[tuple[Any, ...]]]] = []
+
+    def add(triple: tuple[float, float, float], *ways: tuple[Any, ...]) -> None:
+        readings.append((triple, frozenset(ways)))
+
+    for index, run in enumerate(runs):
+        rank = ranks.index(index)
+        add(
+            run,
+            ("run", len(runs) - index),
+            ("rank", rank),
+            ("rank from slowest", len(runs) - 1 - rank),
+            *_one_run_ways(len(runs)),
+        )
     # All the runs, or the last of them (the first ones warm-ups the row leaves out: seed 000, "don't compare the
     # warm-up against real runs").
-    for window in (runs[start:] for start in range(max(len(runs) - 1, 1))):
+    for start in range(max(len(runs) - 1, 1)):
+        window = runs[start:]
+        last = (len(window), "all") if start == 0 else (len(window),)
         latencies, rates, per_token = ([run[place] for run in window] for place in range(3))
-        triples.append((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)))
-        triples.append((statistics.median(latencies), statistics.median(rates), statistics.median(per_token)))
-        triples.append((min(latencies), max(rates), min(per_token)))
-        for latency in _readings(latencies):
-            triples += [(latency, tokens / latency, 1000 * latency / tokens) for tokens in counts if latency > 0]
-    return triples
+        add((statistics.fmean(latencies), statistics.fmean(rates), statistics.fmean(per_token)), *(("mean", n) for n in last))
+        add(
+            (statistics.median(latencies), statistics.median(rates), statistics.median(per_token)), *(("median", n) for n in last)
+        )
+        add((min(latencies), max(rates), min(per_token)), *(("best", n) for n in last))
+        for way, latency in zip(
+            ("mean", "median", "best"), (statistics.fmean(latencies), statistics.median(latencies), min(latencies)), strict=True
+        ):
+            for tokens in counts:
+                if latency > 0:
+                    add((latency, tokens / latency, 1000 * latency / tokens), *((way, n) for n in last))
+    return readings
+
+
+def _one_run_ways(runs: int) -> tuple[tuple[Any, ...], ...]:
+    """The ways a row of a single run is also taken (a row measured once shares every way with rows measured so)."""
+    return (("mean", 1), ("median", 1), ("best", 1), ("mean", "all"), ("median", "all"), ("best", "all")) if runs == 1 else ()
 
 
 def _row_problems(
@@ -725,6 +781,7 @@ def _row_problems(
     def was_measured(option: tuple[int, ...]) -> bool:
         return any(ids == option or (contains_run(list(ids), list(option)) and len(ids) - len(option) <= 2) for ids in seen)
 
+    taken: list[tuple[int, frozenset[tuple[Any, ...]]]] = []  # (length, the ways its row's metrics were taken)
     for index, length in enumerate(sweep.lengths):
         row = row_of.get(index, index)
         tokens = reported[row]
@@ -751,13 +808,17 @@ def _row_problems(
                 name: [float(m[name]) for m in own if is_number(m.get(name))]
                 for name in ("latency_s", "tokens_per_s", "ms_per_token")
             }
-            if not any(
-                all(
+            fitting = [
+                ways
+                for triple, ways in _row_readings(own)
+                if all(
                     math.isclose(value, reading, rel_tol=params.rate_tolerance)
                     for value, reading in zip((latency, rate, per_token), triple, strict=True)
                 )
-                for triple in _row_readings(own)
-            ):
+            ]
+            if fitting:
+                taken.append((length, frozenset().union(*fitting)))
+            else:
                 problems.append(
                     f"the row for the target of {length} tokens reports latency_s {latency:.4g}, tokens_per_s {rate:.4g} and "
                     f"ms_per_token {per_token:.4g}, but {params.measure_function} returned "
@@ -807,7 +868,29 @@ def _row_problems(
                 f"the row for the target of {length} tokens reports ms_per_token {per_token:.4g}, but {latency:.4g} s over "
                 f"{generated} tokens is {1000 * latency / generated:.4g} ms"
             )
+    if not problems and len(taken) > 1 and not frozenset.intersection(*(ways for _, ways in taken)):
+        (first, ways), (other, other_ways) = next(
+            ((one, two) for one, two in itertools.combinations(taken, 2) if not one[1] & two[1]), (taken[0], taken[-1])
+        )
+        problems.append(
+            f"the rows take their runs differently (the row for {first} tokens {_way_words(ways)}, the row for {other} "
+            f"{_way_words(other_ways)}): summarise every length's runs the same way (all their mean, median or best, "
+            "or the same run of each)"
+        )
     return problems
+
+
+def _way_words(ways: frozenset[tuple[Any, ...]]) -> str:
+    """How a row's metrics were taken from its runs, in words (one of the ways, the plainest)."""
+    for way in sorted(ways, key=str):
+        if way[0] in ("mean", "median", "best"):
+            return f"the {way[0]} of {'all its runs' if way[1] == 'all' else f'its last {way[1]} runs'}"
+    if ("rank from slowest", 0) in ways:
+        return "its slowest run"
+    rank = next((way[1] for way in ways if way[0] == "rank"), None)
+    if rank is not None:
+        return "its fastest run" if rank == 0 else f"its run {rank + 1} by speed"
+    return "one of its runs"
 
 
 @check_kind("sweep_rows", SweepParams)
@@ -817,8 +900,11 @@ def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
     for sweep in sweep_calls(context, params):
         frame = sweep_frame(context, params, sweep)
         # The reference's prompts first; the notebook's own build_prompt is asked only where they do not explain a row.
-        problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep, own=False))
-        if problems:
+        shaved = shaved_measurement(sweep.outcome, params.measure_function)
+        problems = (
+            [shaved] if shaved else _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep, own=False))
+        )
+        if problems and not shaved:
             problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep))
         if problems:
             return Verdict.failed(
@@ -1099,6 +1185,9 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
     precision the result shows), or, where the sweep measures without it, what a timer of timed generates of its own
     reads."""
     results = [metrics for metrics in sweep.value.values() if isinstance(metrics, dict)]
+    shaved = shaved_measurement(sweep.outcome, params.measure_function)
+    if shaved:
+        return shaved
     returned = _returned_by_measure(sweep.outcome, params.measure_function)
     if returned:
         groups = _measurement_groups(sweep.outcome, params.measure_function)
@@ -1106,12 +1195,13 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
             # A model of its own per precision: each result summarises its model's runs, or their last ones (runs
             # before them warm-ups): their mean, median or best, or the last run alone (not the slowest of several);
             # every precision over as many runs (a best of eight beside a single run reads faster by selection alone).
-            for count in range(1, max(len(group) for group in groups) + 1):
+            # One statistic for every precision, too (float32's mean beside float16's best favours float16).
+            for count, way in itertools.product(range(1, max(len(group) for group in groups) + 1), STATISTICS):
                 options = [
                     [
                         index
                         for index, group in enumerate(groups)
-                        if len(group) >= count and _same_metrics(result, group[len(group) - count :])
+                        if len(group) >= count and _same_metrics(result, group[len(group) - count :], (way,))
                     ]
                     for result in results
                 ]
@@ -1122,9 +1212,12 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
             # own (their last ones, after warm-ups), every precision over as many runs; or one summary per model.
             if _consecutive_summaries(results, returned):
                 return ""
-            options = [[index for index, group in enumerate(groups) if _same_metrics(result, group)] for result in results]
-            if max_matching(options) == len(results):
-                return ""
+            for way in STATISTICS:
+                options = [
+                    [index for index, group in enumerate(groups) if _same_metrics(result, group, (way,))] for result in results
+                ]
+                if max_matching(options) == len(results):
+                    return ""
         return (
             f"the {len(results)} results are not {len(results)} different measurements: {params.measure_function} returned "
             f"{len(returned)} result(s) during the sweep, and each precision's entry must be of its own run(s): one run, "
@@ -1156,7 +1249,7 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
     # result's rates those of its own generate's new tokens and its latency.
     counts = [len([event for event in segment if event in timed]) for segment in _segments(sweep.outcome.generate_events())]
     counts = [count for count in counts if count]
-    if counts and max(counts) - min(counts) >= 2:
+    if counts and not (len(set(counts)) == 1 or (counts[0] == counts[1] + 1 and len(set(counts[1:])) == 1)):
         return (
             f"the sweep timed its precisions over different numbers of runs ({', '.join(map(str, counts))}): time every "
             "precision the same way"
@@ -1211,16 +1304,39 @@ def _disjoint_windows(windows: list[list[int]], count: int, taken: tuple[int, ..
 
 def _consecutive_summaries(results: list[dict[str, Any]], returned: list[dict[str, Any]]) -> bool:
     """Whether each result is the summary (see _same_metrics) of runs in a row of these returns of its own, no run in
-    two results' and every result over as many runs (precisions timed one after another on one model, each a few
-    trials: the mean of the last three of six is the second precision's)."""
+    two results', every result over as many runs and summarised the same way (precisions timed one after another on
+    one model, each a few trials: the mean of the last three of six is the second precision's); where each result is
+    one run of several, the run at the same place in each precision's trials (the last of each: not float32's slowest
+    beside float16's fastest)."""
     for count in range(1, len(returned) // max(len(results), 1) + 1):
-        windows = [
-            [start for start in range(len(returned) - count + 1) if _same_metrics(result, returned[start : start + count])]
-            for result in results
-        ]
-        if _disjoint_windows(windows, count):
-            return True
+        for way in STATISTICS if count > 1 else STATISTICS[:1]:
+            windows = [
+                [
+                    start
+                    for start in range(len(returned) - count + 1)
+                    if _same_metrics(result, returned[start : start + count], (way,))
+                ]
+                for result in results
+            ]
+            if count == 1 and len(returned) > len(results):
+                if _same_place(windows, len(returned), len(results)):
+                    return True
+            elif _disjoint_windows(windows, count):
+                return True
     return False
+
+
+def _same_place(windows: list[list[int]], runs: int, results: int) -> bool:
+    """Whether each result can be one run at the same place in its precision's trials: the runs after any warm-ups
+    (the first ones) split into one block per result, as many runs each."""
+    block = runs // results
+    first = runs - block * results
+    return any(
+        _disjoint_windows(
+            [[start for start in window if start >= first and (start - first) % block == place] for window in windows], 1
+        )
+        for place in range(block)
+    )
 
 
 def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[list[dict[str, Any]]]:
@@ -1236,7 +1352,10 @@ def _measurement_groups(outcome: CallOutcome, measure_function: str) -> list[lis
     return list(groups.values())
 
 
-def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
+STATISTICS = ("mean", "median", "best")
+
+
+def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]], ways: tuple[str, ...] = STATISTICS) -> bool:
     """Whether a result's metrics are those of these runs: one run's, or their mean, median or best (fastest), each at
     the precision the result shows it, every metric taken the same way (the mean latency beside the best run's rates
     favours that precision); the rates may also be derived from the latency reported (new tokens over the mean latency
@@ -1267,7 +1386,7 @@ def _same_metrics(result: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
             )
             for name in METRICS
         )
-        for statistic in ("mean", "median", "best")
+        for statistic in ways
     )
 
 

@@ -1209,8 +1209,9 @@ def row_runs(
         else:
             wrong_outputs.append(f"output {index + 1} is not the text its call on prompt {index + 1} returned")
     wrong_latency = []
-    # Hooks on the model as its timed calls began (a hook hung after the timing, to read activations, is no charge).
-    if serial in record.hooked and any(call.hooked for call in same):
+    # Hooks on the model as the first prompt's timed calls began, the calls whose latencies the row reads (a hook hung
+    # after the timing, to read activations while the other prompts run for their text alone, is no charge).
+    if serial in record.hooked and any(call.hooked for call in same if prompts and call.prompt == prompts[0]):
         wrong_latency.append(
             "its model ran with forward hooks your notebook put on it (work added to every step): time the model as it loaded"
         )

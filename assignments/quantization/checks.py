@@ -2310,12 +2310,18 @@ def _settings(generation: Generation) -> dict[str, Any]:
     }
 
 
+# Two generates' added work per step is alike within twice the other's and this (a loaded machine preempting a step
+# clock now and then adds a share of a millisecond per step; a processor or hook that works only for one model adds
+# milliseconds to each of its steps).
+STEP_SLACK_S = 0.0005
+
+
 @dataclass(frozen=True)
 class AddedWork:
     """What a timed generate did besides its model's decoding, or less of it: a prefilled cache, a sleep inside it,
-    how many streamers or forward hooks it ran and whether they took a share of it (``hooks_heavy``), how many logits
-    processors and stopping criteria of its own it passed and whether they took a large share (``heavy``; see
-    behaviour.adds_work)."""
+    how many streamers or forward hooks it ran, whether they took a share of it (``hooks_heavy``) and their seconds
+    per forward pass, how many logits processors and stopping criteria of its own it passed, whether they took a
+    large share (``heavy``; see behaviour.adds_work) and their seconds per forward pass."""
 
     prefilled: bool
     slept: bool
@@ -2323,10 +2329,13 @@ class AddedWork:
     hooks_heavy: bool
     processors: int
     heavy: bool
+    hooks_step_s: float = 0.0
+    processors_step_s: float = 0.0
 
     @classmethod
     def of(cls, generation: Generation) -> AddedWork:
         event = generation.event
+        steps = max(int(event.get("forward_calls") or 0), 1)
         return cls(
             prefilled=generation.prefilled,
             slept=sleeps_in(event),
@@ -2334,20 +2343,34 @@ class AddedWork:
             hooks_heavy=hooks_add_work(event),
             processors=int(event.get("custom_processors") or 0),
             heavy=adds_work(event, hooks=False),
+            hooks_step_s=float(event.get("added_s") or 0.0) / steps,
+            processors_step_s=float(event.get("processors_s") or 0.0) / steps,
         )
 
     def __bool__(self) -> bool:
         return self.prefilled or self.slept or self.hooks_heavy or self.heavy
 
     def alike(self, other: AddedWork) -> bool:
-        """Whether two generates added the same work: the same hooks and processors in both (a step clock passed to
-        both models' generates takes a larger share of the faster model's, or of a call a loaded machine preempted
-        inside one), or none that took a share in either."""
+        """Whether two generates added the same work: none that took a share in either; or the same hooks and
+        processors in both, taking about as long per step in each (a step clock passed to both models' generates
+        takes a larger share of the faster model's, or of a call a loaded machine preempted inside one, but not
+        longer; a processor that works only when it is handed the baseline does)."""
         return (
             (self.prefilled, self.slept) == (other.prefilled, other.slept)
-            and (self.hooks == other.hooks or not (self.hooks_heavy or other.hooks_heavy))
-            and (self.processors == other.processors or not (self.heavy or other.heavy))
+            and (
+                not (self.hooks_heavy or other.hooks_heavy)
+                or (self.hooks == other.hooks and _per_step_alike(self.hooks_step_s, other.hooks_step_s))
+            )
+            and (
+                not (self.heavy or other.heavy)
+                or (self.processors == other.processors and _per_step_alike(self.processors_step_s, other.processors_step_s))
+            )
         )
+
+
+def _per_step_alike(one: float, other: float) -> bool:
+    """Whether two generates' seconds per step of the same added work are alike (see STEP_SLACK_S)."""
+    return max(one, other) <= 2 * min(one, other) + STEP_SLACK_S
 
 
 def _runs_alike(one: dict[str, Any], other: dict[str, Any]) -> bool:
