@@ -1000,6 +1000,9 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
             import torch
 
             owners = [*model.modules(), None]
+            # A hook's waits are counted on the CPU alone: on a GPU, reading an activation (.item()) waits for the
+            # device, honestly.
+            waits = str(getattr(getattr(model, "device", None), "type", "cpu")) == "cpu"
             for module in owners:
                 for name in ("_forward_hooks", "_forward_pre_hooks"):
                     hooks = (
@@ -1011,7 +1014,7 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
                         continue
                     saved = dict(hooks)
                     for key, hook in saved.items():
-                        hooks[key] = _timed_item(hook, event, waits=True)
+                        hooks[key] = _timed_item(hook, event, waits=waits)
                     event["added_items"] += len(saved)
                     restore.append(functools.partial(_put_back_hooks, hooks, saved))
         streamer = kwargs.get("streamer")
