@@ -654,17 +654,21 @@ def shaved_measurement(outcome: CallOutcome, measure_function: str) -> str:
     global the sweep sets) where the grader did not call it."""
     tolerance = LatencyTolerance()
     generates = [
-        (float(event["start"]), float(end), float(duration))
+        (float(event["start"]), float(end), float(duration), event.get("new_tokens_limit") or 0)
         for event in outcome.generate_events()
         if (end := event.get("end")) is not None and (duration := event.get("duration_s")) is not None
     ]
     for event in outcome.returned_events(measure_function):
         value = decode(event["value"])
         latency: Any = value.get("latency_s") if isinstance(value, dict) else None
-        inside = [duration for start, end, duration in generates if event["start"] <= start and end <= event["time"]]
+        inside = [
+            (limit, duration) for start, end, duration, limit in generates if event["start"] <= start and end <= event["time"]
+        ]
         if not is_number(latency) or not inside:
             continue
-        shortest = min(inside)
+        # The timed generates: those of the most new tokens the call asked for (a warm-up of one token is not one).
+        most = max(limit for limit, _ in inside)
+        shortest = min(duration for limit, duration in inside if limit == most)
         if float(latency) < shortest * (1 - tolerance.lower_rel) - tolerance.lower_abs_s:
             return (
                 f"{measure_function} returned latency_s {float(latency):.4g} s for a call whose generate calls each took "

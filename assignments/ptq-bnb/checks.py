@@ -1122,14 +1122,25 @@ def labelled_readings(latencies: list[float], runs: int, medians: bool = True) -
     ``runs`` (as many warm-ups of the same call as the notebook likes before them). Every row of a table must take one
     statistic (a median for the quantized rows beside the baseline's mean favours them); which runs a row leaves out is
     not compared (a warm-up once before the loop, on the first configuration's model, is honest)."""
+    return [(name, value) for name, value, _ in _windowed_readings(latencies, runs, medians)]
+
+
+def _windowed_readings(latencies: list[float], runs: int, medians: bool = True) -> list[tuple[str, float, range]]:
+    """labelled_readings, each with the runs (their indices) it averages."""
     # Not any window of a longer series: the slowest three of six for one model and the fastest for another are no
     # average of their runs.
-    windows = [latencies[ahead : len(latencies) - behind] for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
-    windows = [window for window in windows if len(window) >= min(runs, len(latencies))]
-    if runs >= 1 and len(latencies) - runs > 2:  # more warm-ups than the windows above drop
-        windows.append(latencies[-runs:])
+    count = len(latencies)
+    windows = [range(ahead, count - behind) for ahead in (0, 1, 2) for behind in (0, 1, 2) if ahead + behind <= 2]
+    windows = [window for window in windows if len(window) >= min(runs, count)]
+    if runs >= 1 and count - runs > 2:  # more warm-ups than the windows above drop
+        windows.append(range(count - runs, count))
     averages = (("mean", statistics.fmean), ("median", statistics.median)) if medians else (("mean", statistics.fmean),)
-    return [(name, average(chosen)) for chosen in windows if chosen for name, average in averages]
+    return [
+        (name, average([latencies[index] for index in window]), window)
+        for window in windows
+        if window
+        for name, average in averages
+    ]
 
 
 def latency_readings_of(latencies: list[float], runs: int, medians: bool = True) -> list[float]:
@@ -1181,6 +1192,21 @@ def _average_agrees(latency: Any, reading: float) -> bool:
     )
 
 
+def _read_hooked(calls: list[OwnCall], prompts: list[Any], latency: Any, runs: int, medians: bool) -> bool:
+    """Whether the first prompt's calls whose latencies a row's average reads ran on a model carrying hooks the
+    notebook hung on it: every set of them the average can be of holds a hooked call (where the average is of none of
+    them, whether any of them was hooked)."""
+    first = [call for call in calls if prompts and call.prompt == prompts[0] and is_number(call.latency)]
+    read = [
+        window
+        for _, reading, window in _windowed_readings([float(call.latency) for call in first], runs, medians)
+        if _average_agrees(latency, reading)
+    ]
+    if not read:
+        return any(call.hooked for call in calls if prompts and call.prompt == prompts[0])
+    return all(any(first[index].hooked for index in window) for window in read)
+
+
 def row_runs(
     record: NotebookRecord,
     serial: int,
@@ -1210,8 +1236,9 @@ def row_runs(
             wrong_outputs.append(f"output {index + 1} is not the text its call on prompt {index + 1} returned")
     wrong_latency = []
     # Hooks on the model as the first prompt's timed calls began, the calls whose latencies the row reads (a hook hung
-    # after the timing, to read activations while the other prompts run for their text alone, is no charge).
-    if serial in record.hooked and any(call.hooked for call in same if prompts and call.prompt == prompts[0]):
+    # after the timing, to read activations while the other prompts run for their text alone, or on one more call of
+    # the first prompt after its timed runs, is no charge).
+    if serial in record.hooked and _read_hooked(same, prompts, latency, runs, medians):
         wrong_latency.append(
             "its model ran with forward hooks your notebook put on it (work added to every step): time the model as it loaded"
         )

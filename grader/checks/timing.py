@@ -322,35 +322,25 @@ def _run_sets(count: int) -> list[tuple[int, ...]]:
     return [tuple(range(start, end)) for start in range(count) for end in range(start + 2, count + 1)]
 
 
-# How far the mean duration of the runs a rate averages may be from the closest such mean to the latency (relative,
-# and at least the absolute): a timer reads a little more than its run; a set of runs chosen for their speed (the
-# fastest half beside the mean of all) reads less than the runs the latency averaged, and gains no more than this.
-RUN_SET_SLACK_REL = 0.03
-RUN_SET_SLACK_ABS_S = 0.002
-
-
 def mean_of_rates(reported: float, tokens: float, latency: float, runs: Sequence[float], tolerance: float) -> bool:
     """Whether a rate is the mean of the rates of timed ``runs`` (their generate durations) whose mean latency is
     ``latency`` (each run's rate averaged, as error bars over repeats take it): no lower than the rate of the mean
-    latency (a mean of rates never is), no higher than the mean of the rates of a set of the runs (those a warm-up
-    left in) whose mean duration that latency reads (each timer read at least its run, and little more), among the
-    sets whose mean is closest to it (RUN_SET_SLACK_*). A rate of the fastest run, or of the fastest few, beside the
-    mean latency of all is neither."""
+    latency (a mean of rates never is), no higher than the mean of the rates of some set of the runs (those a warm-up
+    left in) whose mean duration that latency reads (each timer read at least its run, and little more). A rate of the
+    fastest run beside the mean latency is neither."""
     if len(runs) < 2 or any(run <= 0 for run in runs):
         return False
     strict, margin = min(tolerance, 0.005), half_unit(reported)
     if reported < tokens / (latency + half_unit(latency)) * (1 - strict) - margin:
         return False
-    read: list[tuple[float, float]] = []  # (how far the latency is from the set's mean, the set's mean rate)
     for chosen in _run_sets(len(runs)):
         durations = [runs[index] for index in chosen]
         mean = statistics.fmean(durations)
-        if mean - half_unit(latency) <= latency * (1 + strict) <= upper_bound(LatencyTolerance(), mean, ()):
-            read.append((abs(latency - mean), statistics.fmean(tokens / run for run in durations)))
-    if not read:
-        return False
-    closest = min(gap for gap, _ in read) + max(RUN_SET_SLACK_REL * latency, RUN_SET_SLACK_ABS_S) + half_unit(latency)
-    return any(reported <= rate * (1 + strict) + margin for gap, rate in read if gap <= closest)
+        if not mean - half_unit(latency) <= latency * (1 + strict) <= upper_bound(LatencyTolerance(), mean, ()):
+            continue
+        if reported <= statistics.fmean(tokens / run for run in durations) * (1 + strict) + margin:
+            return True
+    return False
 
 
 def judge_measurement(
