@@ -171,9 +171,9 @@ def test_a_sweep_row_may_summarise_the_last_runs_of_its_prompt() -> None:
         for lat in (0.5, 0.2, 0.22, 0.24)
     ]
     last_three = (0.22, (50 + 10 / 0.22 + 10 / 0.24) / 3, 22.0)
-    assert any(all(abs(a - b) < 1e-9 for a, b in zip(triple, last_three, strict=True)) for triple in _row_readings(runs))
+    assert any(all(abs(a - b) < 1e-9 for a, b in zip(triple, last_three, strict=True)) for triple, _ in _row_readings(runs))
     # Not the slowest run's latency beside the fastest run's rate.
-    assert not any(abs(t[0] - 0.5) < 1e-9 and abs(t[1] - 50) < 1e-9 for t in _row_readings(runs))
+    assert not any(abs(t[0] - 0.5) < 1e-9 and abs(t[1] - 50) < 1e-9 for t, _ in _row_readings(runs))
 
 
 def test_precisions_timed_in_turn_on_one_model_may_each_average_their_own_trials() -> None:

@@ -76,7 +76,7 @@ def test_the_solution_gets_full_marks_with_hidden_checks_after_publishing(
     assert results.by_id()["loss-hidden"].visibility == "after_published"
     assert results.by_id()["loss-public"].visibility == "visible"
     # The output states the public score only: students do not see their total while tests are hidden.
-    assert results.output_format == "md" and "**Public checks: 8 / 8 points.** 5 hidden checks (12 points)" in results.output
+    assert results.output_format == "md" and "**Public checks: 9 / 9 points.** 5 hidden checks (11 points)" in results.output
     assert "20" not in results.output
     # On a CPU grader, a check that needs a GPU is never a passed 0 / 0 test: it is named in the output instead.
     if on_cuda():

@@ -54,23 +54,6 @@ NOTEBOOK = [
     "    model.generate(**inputs, max_new_tokens=2)\n"
     "    model.generate(**inputs, max_new_tokens=3)\n"
     "    return 1",
-    "def waits_in_a_hook(model, tokenizer, how):\n"
-    "    import threading, select\n"
-    "    held = threading.Lock(); held.acquire()\n"
-    "    def hook(module, args, output):\n"
-    "        if how == 'lock':\n"
-    "            held.acquire(timeout=0.003)\n"
-    "        elif how == 'poll':\n"
-    "            select.epoll().poll(0.003)\n"
-    "        else:\n"
-    "            output[0].abs().sum()  # a cheap reading of the activations: no wait\n"
-    "    handle = model.lm_head.register_forward_hook(hook)\n"
-    "    inputs = tokenizer('Once upon a time,', return_tensors='pt').to(model.device)\n"
-    "    try:\n"
-    "        model.generate(**inputs, max_new_tokens=8, do_sample=False)\n"
-    "    finally:\n"
-    "        handle.remove()\n"
-    "    return 1",
     "def plots(xs):\n"
     "    import matplotlib.pyplot as plt\n"
     "    fig, (a, b) = plt.subplots(1, 2)\n"
@@ -332,18 +315,3 @@ def test_without_pause_fifos_the_kernel_sleeps_one_length_per_call_and_is_judged
     assert [event["type"] for event in paced] == ["tokenize", "generate"] and {e["paced_s"] for e in paced} == {honest.pace_s}
     assert paced[0]["pause"] is None and paced[1]["duration_s"] >= honest.pace_s
     assert shrunk.status == "tampered" and "s of pacing, but the grader asked for" in shrunk.message
-
-
-@pytest.mark.parametrize("how", ["lock", "poll"])
-def test_a_hook_that_waits_by_any_name_inside_generate_is_counted_as_a_sleep(harness: Harness, how: str) -> None:
-    """A forward hook that blocks on a lock's timeout or an epoll (no time.sleep, which is counted by name) is work the
-    notebook added to each step: the runtime counts the time it was off the CPU and not waiting for one."""
-    outcome = harness.call("waits_in_a_hook", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal(how)])
-    (event,) = outcome.generate_events()
-    assert event["slept_s"] >= 8 * 0.003 * 0.8, event["slept_s"]
-
-
-def test_a_hook_that_only_reads_the_activations_sleeps_nothing(harness: Harness) -> None:
-    outcome = harness.call("waits_in_a_hook", [model({"hub_id": "gpt2"}), tokenizer("gpt2"), literal("read")])
-    (event,) = outcome.generate_events()
-    assert event["slept_s"] < 0.005 and event["added_items"] == 1, event

@@ -96,7 +96,7 @@ def test_the_kit_holds_the_starter_the_public_rubric_and_the_grader(kit: Path, r
     assert {folder + "recorded.json", folder + "checks.py", "grader/cli.py"} <= names
     assert (kit / f"{ASSIGNMENT}.ipynb").read_bytes() == (root / "assignments" / ASSIGNMENT / "starter.ipynb").read_bytes()
     readme = (kit / "README.md").read_text()
-    assert "grade check perplexity.ipynb" in readme and "check()" in readme and "5 hidden checks (12 points)" in readme
+    assert "grade check perplexity.ipynb" in readme and "check()" in readme and "5 hidden checks (11 points)" in readme
     # Each platform's commands: a venv's programs are in bin/ on Linux and macOS, in Scripts\ on Windows.
     assert ".venv/bin/pip install -c constraints.txt -e ." in readme and ".venv\\Scripts\\pip install" in readme
     assert "--index-url https://download.pytorch.org/whl/cpu" in readme  # Linux's PyPI torch is a CUDA build
@@ -125,7 +125,7 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
         bodies = function_bodies(path.read_text())
         secret |= {f"{path.parent.name}: {name}": bodies[name] for name in withheld_functions(path.read_text())}
     assert {"perplexity: evaluate_loss", "ptq-bnb: get_model_memory_footprint", "checks: loss_variants"} <= set(secret)
-    assert {"perplexity hidden: generation_timing", "latency hidden: prompt_building"} <= set(secret)
+    assert {"perplexity hidden: perplexity_exp", "latency hidden: precision_invalid"} <= set(secret)
     shipped = {body for name, text in files.items() if name.endswith(".py") for body in function_bodies(text).values()}
     assert not {name for name, body in secret.items() if body in shipped}
     # And no line of the solution that the starter does not give is in any file as text (JSON included).
@@ -146,7 +146,7 @@ def test_the_kit_holds_no_reference_code_solution_or_hidden_check(kit: Path, roo
     full = course.assignment(ASSIGNMENT).rubric
     hidden = [check for check in full.checks if check.visibility == "hidden"]
     assert [check.id for check in rubric.checks] == [check.id for check in full.checks if check.visibility == "public"]
-    assert rubric.withheld is not None and (rubric.withheld.checks, rubric.withheld.points) == (5, 12.0) == (
+    assert rubric.withheld is not None and (rubric.withheld.checks, rubric.withheld.points) == (5, 11.0) == (
         len(hidden),
         sum(check.points for check in hidden),
     )
@@ -230,7 +230,7 @@ def test_the_kit_checks_without_a_sandbox_or_posix_only_modules_and_says_so_once
     )
     printed = " ".join(completed.stdout.split())
     assert completed.returncode == 1, completed.stdout + completed.stderr[-3000:]
-    assert "Public checks: 6 / 8 points, some public checks fail." in printed
+    assert "Public checks: 7 / 9 points, some public checks fail." in printed
     assert "WARNING" not in completed.stderr, completed.stderr  # no kernel or library chatter (the TCP warning)
     modules = set(imported.read_text().split())
     assert "grader.cli" in modules and "grader.kernel.launcher" not in modules

@@ -647,36 +647,6 @@ def _returned_metrics(outcome: CallOutcome, measure_function: str) -> list[dict[
     return returned
 
 
-def shaved_measurement(outcome: CallOutcome, measure_function: str) -> str:
-    """A measurement the measuring function returned during this call (a sweep's) whose latency_s reads less than
-    every generate it ran ("" when none did): the timer of a generate reads at least its duration (the hidden calls of
-    the function hold it to that too), so a shorter latency was shaved (scaled by the caller's setting, or by a
-    global the sweep sets) where the grader did not call it."""
-    tolerance = LatencyTolerance()
-    generates = [
-        (float(event["start"]), float(end), float(duration), event.get("new_tokens_limit") or 0)
-        for event in outcome.generate_events()
-        if (end := event.get("end")) is not None and (duration := event.get("duration_s")) is not None
-    ]
-    for event in outcome.returned_events(measure_function):
-        value = decode(event["value"])
-        latency: Any = value.get("latency_s") if isinstance(value, dict) else None
-        inside = [
-            (limit, duration) for start, end, duration, limit in generates if event["start"] <= start and end <= event["time"]
-        ]
-        if not is_number(latency) or not inside:
-            continue
-        # The timed generates: those of the most new tokens the call asked for (a warm-up of one token is not one).
-        most = max(limit for limit, _ in inside)
-        shortest = min(duration for limit, duration in inside if limit == most)
-        if float(latency) < shortest * (1 - tolerance.lower_rel) - tolerance.lower_abs_s:
-            return (
-                f"{measure_function} returned latency_s {float(latency):.4g} s for a call whose generate calls each took "
-                f"{shortest:.4g} s or more: a timer of the generate reads at least that"
-            )
-    return ""
-
-
 def _asked_alike(candidates: list[Any], settings: Callable[[Any], dict[str, Any]], sweep: Sweep) -> list[Any]:
     """Of a row's candidate measurements, those run with the sweep's max_new_tokens and use_cache where any were (a
     setting not passed, or not recorded, is no difference): a row that reports a run of other settings, beside the
@@ -911,11 +881,8 @@ def sweep_rows(context: CheckContext, params: SweepParams) -> Verdict:
     for sweep in sweep_calls(context, params):
         frame = sweep_frame(context, params, sweep)
         # The reference's prompts first; the notebook's own build_prompt is asked only where they do not explain a row.
-        shaved = shaved_measurement(sweep.outcome, params.measure_function)
-        problems = (
-            [shaved] if shaved else _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep, own=False))
-        )
-        if problems and not shaved:
+        problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep, own=False))
+        if problems:
             problems = _row_problems(context, params, sweep, frame, sweep_prompts(context, params, sweep))
         if problems:
             return Verdict.failed(
@@ -1196,9 +1163,6 @@ def own_measurements(context: CheckContext, params: PrecisionSweepParams, sweep:
     precision the result shows), or, where the sweep measures without it, what a timer of timed generates of its own
     reads."""
     results = [metrics for metrics in sweep.value.values() if isinstance(metrics, dict)]
-    shaved = shaved_measurement(sweep.outcome, params.measure_function)
-    if shaved:
-        return shaved
     returned = _returned_by_measure(sweep.outcome, params.measure_function)
     if returned:
         groups = _measurement_groups(sweep.outcome, params.measure_function)

@@ -181,7 +181,7 @@ def added_work_text(event: GenerateEvent, hooks: bool = True) -> str:
     if hooks and sleeps_in(event):
         return (
             f"with a hook, streamer or logits processor that slept or waited {_slept(event):.3g} s of its {duration:.3g} s "
-            "(a sleep, or a wait on a lock, a poll or a timeout, inside generate: time added to its steps)"
+            "(a sleep, or a wait that ran out its timeout, inside generate: time added to its steps)"
         )
     if hooks and hooks_add_work(event):
         hooked = float(event.get("added_s") or 0.0)

@@ -22,8 +22,6 @@ _write = os.write
 _read = os.read
 _getpid = os.getpid
 _thread_time = time.thread_time
-_open = os.open
-_pread = os.pread
 
 MAX_ITEMS = 200  # items of a list, dict or DataFrame described before truncating
 MAX_STRING = 20_000  # characters of a string kept

@@ -37,9 +37,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         MAX_SLEEPS,
         _dumps,
         _getpid,
-        _open,
         _perf_counter,
-        _pread,
         _read,
         _sleep,
         _thread_time,
@@ -877,54 +875,19 @@ def _instrumented_generate(original: Callable[..., Any]) -> Callable[..., Any]:
     return generate
 
 
-def _timed_item(item: Callable[..., Any], event: GenerateEvent, waits: bool = False) -> Callable[..., Any]:
+def _timed_item(item: Callable[..., Any], event: GenerateEvent) -> Callable[..., Any]:
     """``item`` (a hook, a streamer's method) adding the processor time it takes to ``event``'s ``added_s``: its
     thread's CPU time, not the clock's (a streamer whose reader is another thread waits for the interpreter lock on a
-    loaded machine; that wait is no work). Its sleeps are counted by :func:`_counting_sleep`; with ``waits`` (a forward
-    hook, which no honest timer needs to block in), every other wait too, whatever it waited on (a lock's timeout,
-    epoll, a pipe): the time it was neither on a CPU nor waiting for one (see :func:`_off_cpu`)."""
+    loaded machine; that wait is no work). Its sleeps are counted by :func:`_counting_sleep`."""
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         began = _thread_time()
-        off = _off_cpu() if waits else None
-        slept = float(event.get("slept_s") or 0.0)
         try:
             return item(*args, **kwargs)
         finally:
             event["added_s"] += _thread_time() - began
-            if off is not None:
-                now = _off_cpu()
-                # What it waited beyond the sleeps already counted while it ran (a time.sleep inside the hook).
-                waited = (now - off if now is not None else 0.0) - (float(event.get("slept_s") or 0.0) - slept)
-                if waited > WAIT_NOISE_S:
-                    event["added_s"] += waited
-                    event["slept_s"] = float(event.get("slept_s") or 0.0) + waited
 
     return timed
-
-
-# A hook's wait shorter than this is noise (a page fault, a brief lock the interpreter takes), not a wait it added.
-WAIT_NOISE_S = 0.0002
-
-_SCHEDSTAT = threading.local()
-
-
-def _off_cpu() -> float | None:
-    """Seconds this thread has spent neither running nor runnable (blocked: asleep, waiting on a lock, a poll, a read)
-    since some fixed point: the clock less its CPU time (Linux's /proc/thread-self/schedstat, first field) and its
-    time waiting in a run queue (the second: a loaded machine preempting it is not a wait of its own). None where
-    that file cannot be read (not Linux)."""
-    pid, fd = getattr(_SCHEDSTAT, "opened", (None, -1))
-    try:
-        if pid != _getpid():  # this thread's file, opened in this process (a forked kernel's thread is another)
-            _SCHEDSTAT.opened = (_getpid(), -1)
-            fd = _open("/proc/thread-self/schedstat", os.O_RDONLY)
-            _SCHEDSTAT.opened = (_getpid(), fd)
-        now = _perf_counter()
-        fields = _pread(fd, 128, 0).split()
-        return now - (int(fields[0]) + int(fields[1])) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _note_slept(began: float) -> None:
@@ -1000,9 +963,6 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
             import torch
 
             owners = [*model.modules(), None]
-            # A hook's waits are counted on the CPU alone: on a GPU, reading an activation (.item()) waits for the
-            # device, honestly.
-            waits = str(getattr(getattr(model, "device", None), "type", "cpu")) == "cpu"
             for module in owners:
                 for name in ("_forward_hooks", "_forward_pre_hooks"):
                     hooks = (
@@ -1014,7 +974,7 @@ def _timing_added_work(model: Any, kwargs: dict[str, Any], event: GenerateEvent)
                         continue
                     saved = dict(hooks)
                     for key, hook in saved.items():
-                        hooks[key] = _timed_item(hook, event, waits=waits)
+                        hooks[key] = _timed_item(hook, event)
                     event["added_items"] += len(saved)
                     restore.append(functools.partial(_put_back_hooks, hooks, saved))
         streamer = kwargs.get("streamer")
