@@ -695,7 +695,6 @@ def _row_readings(own: list[dict[str, Any]]) -> list[tuple[tuple[float, float, f
             ("run", len(runs) - index),
             ("rank", rank),
             ("rank from slowest", len(runs) - 1 - rank),
-            *_one_run_ways(len(runs)),
         )
     # All the runs, or the last of them (the first ones warm-ups the row leaves out: seed 000, "don't compare the
     # warm-up against real runs").
@@ -715,11 +714,6 @@ def _row_readings(own: list[dict[str, Any]]) -> list[tuple[tuple[float, float, f
                 if latency > 0:
                     add((latency, tokens / latency, 1000 * latency / tokens), *((way, n) for n in last))
     return readings
-
-
-def _one_run_ways(runs: int) -> tuple[tuple[Any, ...], ...]:
-    """The ways a row of a single run is also taken (a row measured once shares every way with rows measured so)."""
-    return (("mean", 1), ("median", 1), ("best", 1), ("mean", "all"), ("median", "all"), ("best", "all")) if runs == 1 else ()
 
 
 def _row_problems(
