@@ -281,20 +281,18 @@ def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event
     queued: dict[int, float] = {}
     for event in generates:
         queued[id(event)] = 0.0
-        samples, runnable = measured.samples_of(event)
-        if measured.clock_origin is None or len(samples) < 2 or len(runnable) < 2:
+        if measured.clock_origin is None:
             continue
-        ran, ready = Timeline(samples), Timeline(runnable)
-        origin, same = measured.clock_origin, [other for other in generates if other.get("thread") == event.get("thread")]
-        index = next(i for i, other in enumerate(same) if other is event)
-        before = origin + float(same[index - 1]["end"]) if index > 0 else ran.times[0]
-        after = origin + float(same[index + 1]["start"]) if index + 1 < len(same) else ran.times[-1]
         holding = [(began, ended) for began, ended in watched if began <= float(event["start"]) and float(event["end"]) <= ended]
-        if holding:
-            began, ended = min(holding, key=lambda interval: interval[1] - interval[0])
-            before, after = max(before, origin + began), min(after, origin + ended)
-        start, end = origin + float(event["start"]), origin + float(event["end"])
-        queued[id(event)] = _waited(ran, ready, before, start) + _waited(ran, ready, end, after)
+        bounds = min(holding, key=lambda interval: interval[1] - interval[0]) if holding else None
+        same = [other for other in generates if other.get("thread") == event.get("thread")]
+        samples, runnable = measured.samples_of(event)
+        queued[id(event)] = _gap_waits(samples, runnable, event, same, bounds, measured.clock_origin)
+        if _off_main(event, measured):
+            # Run in a worker thread (a thread pool, a streamer) that the main thread started and joins: a timer on
+            # the main thread also reads the main thread's own waits to run around it (to start the worker, to wake
+            # from the join), which the worker's samples do not hold.
+            queued[id(event)] += _gap_waits(measured.timeline, measured.runnable, event, generates, bounds, measured.clock_origin)
     result: list[Event] = []
     for item in events:
         if _is_generate(item):
@@ -304,6 +302,34 @@ def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event
         else:
             result.append(item)
     return tuple(result)
+
+
+def _gap_waits(
+    samples: Sequence[tuple[float, float]],
+    runnable: Sequence[tuple[float, float]],
+    event: GenerateEvent,
+    neighbours: Sequence[GenerateEvent],
+    bounds: tuple[float, float] | None,
+    origin: float,
+) -> float:
+    """Seconds a thread (its samples) waited to run between the last of ``neighbours`` to end before ``event`` (or its
+    first sample, or the start of the watched call holding it: ``bounds``, kernel clock) and ``event``'s start, and
+    between ``event``'s end and the first to start after it (or its last sample, or the watched call's end)."""
+    if len(samples) < 2 or len(runnable) < 2:
+        return 0.0
+    ran, ready = Timeline(samples), Timeline(runnable)
+    start, end = float(event["start"]), float(event["end"])
+    before = max((origin + float(other["end"]) for other in neighbours if float(other["end"]) <= start), default=ran.times[0])
+    after = min((origin + float(other["start"]) for other in neighbours if float(other["start"]) >= end), default=ran.times[-1])
+    if bounds is not None:
+        before, after = max(before, origin + bounds[0]), min(after, origin + bounds[1])
+    return _waited(ran, ready, before, origin + start) + _waited(ran, ready, origin + end, after)
+
+
+def _off_main(event: Event, measured: Measured) -> bool:
+    """Whether an event ran in a thread other than the kernel's main thread (known to be)."""
+    thread = event.get("thread")
+    return measured.main_thread is not None and isinstance(thread, int) and thread != measured.main_thread
 
 
 def _is_generate(event: Event) -> TypeGuard[GenerateEvent]:
