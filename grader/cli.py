@@ -20,6 +20,7 @@ from rich.table import Table
 
 from grader import __version__, scratch
 from grader.errors import GraderError, UsageError
+from grader.facts import WARNING_PREFIX
 from grader.student import KIT_FILE
 
 if TYPE_CHECKING:
@@ -150,6 +151,13 @@ def main() -> None:
 )
 @click.option("--keep-workdirs", is_flag=True, help="Keep each notebook's temporary working folder (for debugging).")
 @click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="Grade without the sandbox: each notebook runs with your user, files and network. Only on a disposable "
+    "machine that cannot have one (the run otherwise stops when the sandbox cannot start); every result and the "
+    "summary say so. Same as GRADER_NO_SANDBOX=1.",
+)
+@click.option(
     "--one-at-a-time",
     is_flag=True,
     help="Check each submission before its worker runs the next notebook (default: the next notebook runs while the "
@@ -177,6 +185,7 @@ def run(
     force: bool,
     layout: str,
     keep_workdirs: bool,
+    no_sandbox: bool,
     one_at_a_time: bool,
     json_out: Path | None,
     quiet: bool,
@@ -208,12 +217,14 @@ def run(
                 Path(unpacked),
                 console,
                 overlap=not one_at_a_time,
+                no_sandbox=no_sandbox,
             )
     except GraderError as error:
         Console(stderr=True).print(f"[bold red]error:[/] {escape(error.show())}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)
     for notice in outcome.notices:
-        console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
+        label = "[bold red]warning:[/]" if notice.startswith(WARNING_PREFIX) else "[yellow]note:[/]"
+        console.print(f"{label} {escape(notice)}", highlight=False, soft_wrap=True)
     to_stdout = json_out is not None and str(json_out) == "-"
     Console(stderr=to_stdout, width=_report_width(to_stdout)).print(_summary_table(outcome.results, out_dir))
     if json_out is not None:
@@ -455,6 +466,7 @@ def _grade(
     unpacked: Path,
     console: Console,
     overlap: bool = True,
+    no_sandbox: bool = False,
 ) -> BatchOutcome:
     # Imported here so that `grade --help` answers without loading torch.
     from grader.discover.submissions import find_submissions
@@ -488,6 +500,7 @@ def _grade(
         force=force,
         overlap=overlap,
         ray=ray_address,
+        no_sandbox=no_sandbox or bool(os.environ.get("GRADER_NO_SANDBOX")),
     )
     with Progress(
         TextColumn("[progress.description]{task.description}"),

@@ -5,18 +5,22 @@ The whole of it, against real attacks, is in ``test_hostile.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 import pytest
+from click.testing import CliRunner
 
 from grader.authoring import make_notebook, write_notebook
+from grader.cli import main as cli_main
 from grader.discover.submissions import Found
 from grader.errors import RubricError
 from grader.grading.course import Course
@@ -24,6 +28,7 @@ from grader.grading.grader import Grader
 from grader.grading.kernels import kernel_view_for
 from grader.grading.rubric import Limits
 from grader.grading.settings import GradingSettings
+from grader.kernel import sandbox as sandbox_module
 from grader.kernel.sandbox import (
     Isolation,
     ResourceWatch,
@@ -187,21 +192,49 @@ def test_without_namespaces_every_result_carries_a_warning(
     assert any(note.startswith("Sandbox warning: GRADER_NO_SANDBOX is set") for note in result.notes)
 
 
-def test_a_weaker_sandbox_is_told_once_on_top_of_the_run(tmp_path: Path, zoo: ModelZoo) -> None:
-    """Not only inside each result: the terminal and the class dashboard say it, with a count."""
+def test_grading_without_the_sandbox_is_asked_by_name_and_said_in_every_result_and_on_top_of_the_run(
+    tmp_path: Path, zoo: ModelZoo
+) -> None:
+    """`--no-sandbox`: not only inside each result, the terminal (in red, counted) and the class dashboard (in red,
+    with the protections this run had) say it."""
     for name in ("a", "b"):
         write_notebook(tmp_path / "in" / f"{name}.ipynb", make_notebook("ptq-bnb", [("code", "x = 1")]))
     completed = run_grade(
-        str(tmp_path / "in"),
-        "--out",
-        str(tmp_path / "out"),
-        "--workers",
-        "1",
-        env={"GRADER_NO_SANDBOX": "1", "COLUMNS": "300"},
+        str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "1", "--no-sandbox", env={"COLUMNS": "300"}
     )
-    notice = "Sandbox warning: GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network. (2 submissions graded so)"
+    notice = "warning: Sandbox warning: --no-sandbox was given: kernels run with the grader's user, files and network. (2 submissions graded so)"
     assert notice in " ".join((completed.stdout + completed.stderr).split())
-    assert "GRADER_NO_SANDBOX is set" in (tmp_path / "out" / "summary.html").read_text()
+    for name in ("a", "b"):
+        extra = json.loads((tmp_path / "out" / name / "results.json").read_text())["extra_data"]
+        assert extra["sandbox"] == "none" and extra["sandbox_warning"].startswith("--no-sandbox was given"), extra
+    summary = (tmp_path / "out" / "summary.html").read_text()
+    assert 'class="banner error sandbox"' in summary and "--no-sandbox was given" in summary
+    assert '<tr class="sandbox-none"><td>not sandboxed</td><td class="num">2</td>' in summary
+
+
+def test_a_sandbox_that_cannot_start_stops_the_run_before_grading_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zoo: ModelZoo
+) -> None:
+    """Every launch is given a bind source that does not exist (as a Python environment under /tmp, covered by the
+    kernels' private /tmp, once was): the trial launches fail for real, and the run stops with what failed and how
+    to fix it, grading nothing; it never falls back to running the notebooks unprotected."""
+    real = sandbox_module.launcher_argv
+
+    def missing_source(policy: Mapping[str, object], command: list[str]) -> list[str]:
+        return real({**policy, "bind_read_only": [["/nonexistent-grader-bind-source", "/opt/missing"]]}, command)
+
+    monkeypatch.setattr(sandbox_module, "launcher_argv", missing_source)
+    monkeypatch.setenv("COLUMNS", "300")
+    write_notebook(tmp_path / "in" / "a.ipynb", make_notebook("ptq-bnb", [("code", "x = 1")]))
+    invoked = CliRunner().invoke(cli_main, [str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "1"])
+    said = " ".join(invoked.output.split())
+    assert invoked.exit_code == SandboxError.exit_code, said
+    assert "error: The sandbox cannot start on this machine, so nothing was graded" in said
+    assert "/nonexistent-grader-bind-source" in said and "grade --no-sandbox" in said
+    assert not list((tmp_path / "out").glob("*/results.json"))
+    # Gradescope's per-submission container may lack the capability: there it grades unsandboxed, and says so.
+    isolation = sandbox_module.probe_isolation(str(zoo.cache_dir), required=False)
+    assert isolation.mode == "none" and "could not start" in isolation.warning
 
 
 def test_a_run_killed_with_kill_9_leaves_no_process_behind(tmp_path: Path) -> None:

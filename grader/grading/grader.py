@@ -244,6 +244,7 @@ class Grader:
             notes=tuple(run.notes),
             warnings=tuple(recorded_elsewhere(run.reference, self.zoo)),
             sandbox_warning=self.sandbox.isolation.shortfall if self.sandbox is not None else "",
+            sandbox_mode=self.sandbox.isolation.mode if self.sandbox is not None else "",
             kernel_start=run.kernel_start,
             duration_s=time.monotonic() - run.started,
             first_cell_s=None if execution is None or execution.first_cell_at is None else execution.first_cell_at - run.started,

@@ -62,7 +62,7 @@ def sandbox_policy(course: Course, zoo: ModelZoo | None, settings: GradingSettin
     view = kernel_view_for(course.root, settings.hidden_paths)
     limits = all_limits(course)
     return SandboxPolicy(
-        isolation=probe_isolation(zoo_dir, view),
+        isolation=probe_isolation(zoo_dir, view, asked_none=settings.no_sandbox, required=settings.sandbox_required),
         visible=view.visible,
         masks=view.masks,
         zoo_dir=zoo_dir,

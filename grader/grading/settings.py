@@ -21,3 +21,8 @@ class GradingSettings:
     targets: tuple[str, ...] = ()  # run only the checks of these functions or variables (empty: all)
     record_reference: bool = False  # keep the reference side's results (for a student kit)
     sandbox: bool = True  # isolate kernels (a student's self-check runs their own code as them, on any OS)
+    # Asked by name to grade without the sandbox (`grade --no-sandbox`, GRADER_NO_SANDBOX=1): no trial, every result
+    # says so. Otherwise a sandbox that cannot start stops the run, unless ``sandbox_required`` is off (Gradescope's
+    # per-submission container, which may lack the capability: it grades unsandboxed and says so in the result).
+    no_sandbox: bool = False
+    sandbox_required: bool = True

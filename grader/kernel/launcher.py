@@ -159,14 +159,15 @@ def build_root(libc: Any, policy: dict[str, Any]) -> None:
     root = str(policy["new_root"])
     tmpfs_bytes = int(policy.get("tmpfs_bytes", 64 * 1024**2))
     _mount(libc, "none", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755", "creating the new root")
+    # The private /tmp first: what is shown below it (a Python environment under the machine's /tmp) is bound on top.
+    private = f"size={tmpfs_bytes},mode=1777"
+    _mount(libc, "none", _mirror(root, "/tmp", True), "tmpfs", MS_NOSUID | MS_NODEV, private, "creating /tmp")
     for path in policy.get("read_only", []):
         if os.path.islink(path):  # /bin -> usr/bin on a merged /usr
             _mirror(root, os.path.dirname(path), True)
             os.symlink(os.readlink(path), root + path)
         elif os.path.exists(path):
             bind(libc, path, _mirror(root, path, os.path.isdir(path)), read_only=True)
-    private = f"size={tmpfs_bytes},mode=1777"
-    _mount(libc, "none", _mirror(root, "/tmp", True), "tmpfs", MS_NOSUID | MS_NODEV, private, "creating /tmp")
     dev = _mirror(root, "/dev", True)
     _mount(libc, "none", dev, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755", "creating /dev")
     for name in DEVICES:

@@ -11,8 +11,10 @@ out once per grader what the machine allows, by launching a trial process the sa
   course, the grader's source, the output or the submissions exists in its view.
 - ``user``: not root, but user namespaces are allowed; the same namespaces and view, but the
   kernel keeps the grader's user, and processes are not counted per kernel.
-- ``none``: neither (typically a container that forbids namespaces): the kernel runs as the
-  grader's user with its files and network; every result carries a warning saying so.
+- ``none``: only when asked (``--no-sandbox``, ``GRADER_NO_SANDBOX``; or where a sandbox is not required, as
+  in Gradescope's per-submission container): the kernel runs as the grader's user with its files and network;
+  every result carries a warning saying so. Where no mode starts and none was asked for, the probe raises
+  :class:`SandboxError` with why and how to fix it: the run grades nothing.
 
 Whatever the mode, the kernel's environment is an allow-list, and a :class:`ResourceWatch` in the
 grader's process stops a kernel whose processes (and private ``/tmp`` and ``/dev/shm``) use more
@@ -38,9 +40,9 @@ from typing import ClassVar, Literal
 import psutil
 
 from grader.errors import GraderError
+from grader.facts import WARNING_PREFIX, IsolationMode
 from grader.reports.results import SubmissionResult
 
-WARNING_PREFIX = "Sandbox warning: "
 KERNEL_START_PREFIX = "Kernel: "
 KERNEL_UID_BASE = 1_500_000_000  # far above any account or subordinate-uid range
 KERNEL_UID_SPAN = 100_000_000
@@ -67,6 +69,13 @@ class Isolation:
     def shortfall(self) -> str:
         """What this isolation lacks, in words ('' when each kernel runs as its own user in namespaces of its own)."""
         return "" if self.namespaces == "root" and self.own_user else self.warning
+
+    @property
+    def mode(self) -> IsolationMode:
+        """Which row of :data:`PROTECTIONS` this isolation is."""
+        if self.namespaces == "root":
+            return "own-user" if self.own_user else "root"
+        return self.namespaces
 
     @property
     def summary(self) -> str:
@@ -159,21 +168,34 @@ def _trial(policy: Mapping[str, object], zoo_dir: str | None) -> str | None:
     return lines[-1] if lines else f"exit status {completed.returncode}"
 
 
-def probe_isolation(zoo_dir: str | None = None, view: KernelView | None = None) -> Isolation:
+NO_SANDBOX_FIX = (
+    "Run the grader as root (in a container: `docker run --cap-add SYS_ADMIN --security-opt seccomp=unconfined "
+    "--security-opt apparmor=unconfined`, or `--privileged`), or allow user namespaces "
+    "(`sysctl kernel.unprivileged_userns_clone=1`, `sysctl kernel.apparmor_restrict_unprivileged_userns=0`); or, on a "
+    "disposable machine that cannot have a sandbox, grade without it by name: `grade --no-sandbox` "
+    "(or GRADER_NO_SANDBOX=1), which every result and the summary then state."
+)
+
+
+def probe_isolation(
+    zoo_dir: str | None = None, view: KernelView | None = None, asked_none: bool = False, required: bool = True
+) -> Isolation:
     """The strongest isolation this machine allows (each mode tried for real, in order).
 
-    ``zoo_dir`` is the model zoo the kernel must be able to read; ``view`` what kernels see.
+    ``zoo_dir`` is the model zoo the kernel must be able to read; ``view`` what kernels see. ``asked_none``: the
+    instructor asked to grade without the sandbox (or GRADER_NO_SANDBOX is set): nothing is tried. Otherwise, where no
+    mode starts, :class:`SandboxError` says why and how to fix it (fail closed), unless not ``required`` (a disposable
+    container that may lack the capability: kernels then run unsandboxed, and every result says so).
     """
     readable = zoo_dir
     view = view or kernel_view([])
     shown = {"read_only": list(view.visible), "masks": list(view.masks)}
-    if os.environ.get("GRADER_NO_SANDBOX"):  # an escape hatch for debugging, said in every result
-        return Isolation("none", False, "GRADER_NO_SANDBOX is set: kernels run with the grader's user, files and network.")
+    if asked_none or os.environ.get("GRADER_NO_SANDBOX"):
+        how = "--no-sandbox was given" if asked_none else "GRADER_NO_SANDBOX is set"
+        return Isolation("none", False, f"{how}: kernels run with the grader's user, files and network.")
     if not sys.platform.startswith("linux") or not hasattr(os, "geteuid"):  # namespaces are Linux's
-        return Isolation(
-            "none", False, f"kernels run with the grader's user, files and network ({sys.platform} has no namespaces)."
-        )
-    if os.geteuid() == 0:
+        reason = f"{sys.platform} has no Linux namespaces"
+    elif os.geteuid() == 0:
         problem = _trial({"namespaces": "root", "uid": new_kernel_uid(), "max_processes": 64, **shown}, readable)
         if problem is None:
             return Isolation("root", True)
@@ -184,16 +206,23 @@ def probe_isolation(zoo_dir: str | None = None, view: KernelView | None = None) 
                 "kernels run as root, without network and with the course's files hidden, but able to write "
                 f"anywhere: an unprivileged user could not run this Python or read the models ({problem}).",
             )
-        reason = problem
+        reason = f"the grader runs as root, but a sandboxed kernel could not start: {problem}"
     else:
-        if _trial({"namespaces": "user", **shown}, readable) is None:
+        problem = _trial({"namespaces": "user", **shown}, readable)
+        if problem is None:
             return Isolation(
                 "user",
                 False,
                 "kernels have no network and the course's files are hidden from them, but they run as the grader's "
                 "user and could write that user's files (run the grader as root, or in a disposable container).",
             )
-        reason = "user namespaces are not allowed here"
+        reason = f"the grader is not root, and a kernel in a user namespace could not start: {problem}"
+    if required:
+        raise SandboxError(
+            f"The sandbox cannot start on this machine, so nothing was graded: {reason}. Without it, a student's "
+            f"notebook would run with the grader's user, files and network (it could read the course's solutions). "
+            f"{NO_SANDBOX_FIX}"
+        )
     return Isolation(
         "none",
         False,

@@ -211,9 +211,11 @@ def run(root: Path, course_root: Path, assignment: str, log: Callable[[str], Non
         zoo = ModelZoo()
         zoo.ensure_built()
         log(f"models: {zoo.root}")
-        # The kernel sees neither the results folder nor the submission (it gets a copy).
+        # The kernel sees neither the results folder nor the submission (it gets a copy). Sandboxed where the container
+        # allows it; a container without the capability (Gradescope's default) grades without, said in the result:
+        # it is the submission's own, thrown away after it.
         hidden = (str(root / "results"), str(submission))
-        with Grader(course, zoo, GradingSettings(warm_kernels=False, hidden_paths=hidden)) as grader:
+        with Grader(course, zoo, GradingSettings(warm_kernels=False, hidden_paths=hidden, sandbox_required=False)) as grader:
             result = grader.grade(notebook, notebook.stem, assignment)
         _log_result(result, log)
         payload = gradescope_json(result)

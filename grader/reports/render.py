@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from grader.facts import CellProblem
+from grader.facts import PROTECTION_NAMES, PROTECTIONS, WARNING_PREFIX, CellProblem
 from grader.reports.results import CheckResult, Figure, SubmissionResult
 
 if TYPE_CHECKING:
@@ -467,6 +467,13 @@ def render_similarity(reports: Sequence[SimilarityReport]) -> str:
     return _environment().get_template("similarity.html.j2").render(reports=reports)
 
 
+def _protections(results: Sequence[SubmissionResult]) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """The rows of the protections table the results were graded under: (how, whole/partial/none, protections,
+    submissions), strongest first."""
+    counts = Counter(result.sandbox_mode for result in results if result.sandbox_mode in PROTECTIONS)
+    return [(*PROTECTIONS[mode], counts[mode]) for mode in PROTECTIONS if counts[mode]]
+
+
 def render_summary(
     results: Sequence[SubmissionResult], notices: Sequence[str] = (), similarity: Sequence[SimilarityReport] = ()
 ) -> str:
@@ -477,7 +484,10 @@ def render_summary(
         .get_template("summary.html.j2")
         .render(
             results=results,
-            notices=list(notices),
+            notices=[notice for notice in notices if not notice.startswith(WARNING_PREFIX)],
+            sandbox_warnings=[notice.removeprefix(WARNING_PREFIX) for notice in notices if notice.startswith(WARNING_PREFIX)],
+            protections=_protections(results),
+            protection_names=PROTECTION_NAMES,
             similarity={report.assignment: report for report in similarity},
             claim_labels=CLAIM_LABELS,
             groups=_groups(results),

@@ -91,6 +91,7 @@ class SubmissionResult:
     notes: tuple[str, ...] = ()  # facts a reader should know (how it was identified, how it was isolated, ...)
     warnings: tuple[str, ...] = ()  # what may make its verdicts wrong (a kit's values recorded on other models)
     sandbox_warning: str = ""  # how the kernel's isolation fell short of the sandbox's, when it did
+    sandbox_mode: str = ""  # how its kernel was isolated: a row of grader.kernel.sandbox.PROTECTIONS ('': not known)
     kernel_start: str = ""  # how its kernel was started: forked from a template, or launched (and why)
     duration_s: float = 0.0
     first_cell_s: float | None = None  # from taking the submission to sending its first code cell to the kernel
@@ -234,6 +235,8 @@ def gradescope_json(result: SubmissionResult) -> dict[str, Any]:
             "skipped_points": result.skipped_points,
             "not_run": not_run,
             "notes": list(result.notes),
+            "sandbox": result.sandbox_mode or None,
+            "sandbox_warning": result.sandbox_warning or None,
             "warnings": list(result.warnings),
             "internal_error": result.internal_error,
             "first_cell_s": None if result.first_cell_s is None else round(result.first_cell_s, 3),

@@ -58,6 +58,7 @@ class BatchOptions:
     warm_kernels: bool = True
     overlap: bool = True  # check one submission while the next one's notebook runs (grader.scale.overlap)
     ray: str | None = None  # grade on this Ray cluster ("auto", "local", "ray://HEAD:10001") instead of local workers
+    no_sandbox: bool = False  # asked by name to grade without the sandbox (--no-sandbox, GRADER_NO_SANDBOX=1)
 
 
 @dataclass
@@ -146,8 +147,9 @@ def grade_batch(
             fork_kernels=not os.environ.get("GRADER_LAUNCH_KERNELS"),
             kernel_threads=kernel_threads(workers),
             hidden_paths=_hidden_from_kernels(found, out_dir),
+            no_sandbox=options.no_sandbox,
         )
-        if tasks and not os.environ.get("GRADER_NO_SANDBOX"):
+        if tasks and not options.no_sandbox:
             kernel_view_for(course.root, settings.hidden_paths)  # refuses here, before any worker starts
         config = RunConfig(str(course.root), str(options.cache_dir) if options.cache_dir else None, settings)
         order = [item.submission_id for item in found]
