@@ -661,3 +661,36 @@ def test_a_fold_claim_is_read_as_its_number_word() -> None:
     assert twofold.verdict == "agrees" and "1.8x slower" in twofold.message
     (threefold,) = check_claims("INT8 took threefold the latency of FP32.", FACTS)
     assert threefold.verdict == "contradicts" and "1.8x" in threefold.message
+
+
+def test_honest_answers_from_outsiders_are_never_contradicted() -> None:
+    """Round 17's writers quoted their own saved table (FP32 8.01 MB / 0.44 s, INT8 4.63 MB / 0.36 s, NF4 and FP4
+    4.44 MB): readings that put a number on the wrong row, metric or reference, or a number about something else,
+    are unmatched at worst (precision first), while a plain wrong number beside its row still contradicts."""
+    facts = [
+        Fact("FP32 (Baseline CPU)", "memory", 8.01 * 1024**2, "bytes"),
+        Fact("FP32 (Baseline CPU)", "latency", 0.4404, "s"),
+        Fact("INT8 (bitsandbytes)", "memory", 4.63 * 1024**2, "bytes"),
+        Fact("INT8 (bitsandbytes)", "latency", 0.3642, "s"),
+        Fact("NF4 (bitsandbytes)", "memory", 4.44 * 1024**2, "bytes"),
+        Fact("NF4 (bitsandbytes)", "latency", 1.0447, "s"),
+        Fact("FP4 (bitsandbytes)", "memory", 4.44 * 1024**2, "bytes"),
+        Fact("FP4 (bitsandbytes)", "latency", 0.3657, "s"),
+    ]
+    honest = [
+        "In my run the FP32 baseline measured 8.01 MB, INT8 4.63 MB and both 4-bit variants 4.44 MB. That is a 42 % cut "
+        "for INT8 (1.73x smaller) and 45 % for NF4/FP4 (1.80x smaller); going from 8-bit to 4-bit only saved another "
+        "0.19 MB.",
+        "The baseline (FP32, CPU) took 8.01 MB; INT8 4.63 MB (-3.38 MB, -42 %), NF4 and FP4 4.44 MB each (-3.57 MB, -45 %).",
+        "Quantization bought ~42-45 % memory with no visible quality loss, while latency relative to the baseline was "
+        "0.8x for INT8, i.e. no dependable speed gain on a CPU.",
+        "Relative to the baseline that is 57.8 % of the size for INT8 and 55.5 % for both 4-bit formats, i.e. savings of "
+        "42 % and 45 %. The gap between 8-bit and 4-bit is small (0.19 MB) because only the block linear layers (1.5 MB "
+        "at FP32) are quantized.",
+        "The timings moved a lot between runs (an earlier run gave about 0.03 s for FP32 and 0.07 s for INT8).",
+    ]
+    for answer in honest:
+        verdicts = check_claims(answer, facts)
+        assert verdicts and all(v.verdict != "contradicts" for v in verdicts), [v.message for v in verdicts]
+    (wrong,) = check_claims("My INT8 model used 6.2 MB of memory.", facts)
+    assert wrong.verdict == "contradicts" and wrong.actual == "4.63 MB"

@@ -145,6 +145,7 @@ class CheckContext:
     memo: dict[str, Any]  # shared by the checks of one submission; read and written only through once()
     kernel_problem: str | None = None
     seed_key: str = ""  # the run's seed and the submission: hidden inputs derive from it
+    submitted: Any = None  # the notebook as submitted, with its saved outputs (what the student saw; None: unknown)
 
     def once(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()`` once per submission: every check asking for ``key`` gets the first one's value.

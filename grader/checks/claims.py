@@ -1983,10 +1983,12 @@ def _verdict(item: _Placed, checker: _Checker, hints: Sequence[str]) -> ClaimVer
                 other = _other_row(claim, checker, found[0], strict=True)
             if other is None:
                 return _agreement(claim, said, found[0])
+            if not _beside_its_row(item):
+                return _ambiguous(claim, said, found[0], other)
             wrong = found[0]
             actual = _format_actual(claim, wrong.forms[0], wrong.reading.category, wrong.reading.reference)
             message = f"Your answer says {said} for {_where(wrong)}; your table shows {actual} ({said} is {other})."
-            return ClaimVerdict(claim, "contradicts", message, actual, _rows(wrong), wrong.metric)
+            return _contradiction(item, said, message, actual, wrong, checker)
     if strict is not None:
         return _agreement(claim, said, strict)
     _, found = outcomes[0]
@@ -1994,6 +1996,8 @@ def _verdict(item: _Placed, checker: _Checker, hints: Sequence[str]) -> ClaimVer
     actual = _actual(claim, wrong)
     message = f"Your answer says {said} for {_where(wrong)}; your table shows {actual}."
     other = _other_row(claim, checker, wrong, strict=True)
+    if other and not _beside_its_row(item):
+        return _ambiguous(claim, said, wrong, other)
     if other:
         message = message[:-1] + f" ({said} is {other})."
     elif claim.part:
@@ -2004,7 +2008,103 @@ def _verdict(item: _Placed, checker: _Checker, hints: Sequence[str]) -> ClaimVer
             f"No number in your results matches '{said}' (it is about the {claim.part}, not in your table).",
             None,
         )
-    return ClaimVerdict(claim, "contradicts", message, actual, _rows(wrong), wrong.metric)
+    return _contradiction(item, said, message, actual, wrong, checker)
+
+
+_OTHER_RUN = re.compile(
+    r"\b(?:earlier|previous|prior|another|other|first|second|last|older|different)\s+(?:run|runs|attempt|execution|machine)\b"
+    r"|\bon (?:a|my|another) (?:gpu|laptop|colab)\b|\bin colab\b",
+    re.I,
+)
+_LISTED = re.compile(r"^\s*(?:,|and|or|/|&)\s*(?:about\s+|~\s*)?[-+]?\d")
+_LISTED_BEFORE = re.compile(r"\d\s*(?:%|x|×|mb|mib|gb|kb|ms|s)?\s*(?:,|and|or|/|&)\s*(?:about\s+|~\s*)?$", re.I)
+_REFERENCE_WORDS = re.compile(r"\b(?:than|vs\.?|versus|compared|relative|from|over|against)\b", re.I)
+FAR_OFF = 3.0
+"""An absolute claim further than this factor from its row's number is likely about something else (a part of the
+model, a gap between rows, another run): unmatched, not contradicted."""
+
+
+def _contradiction(item: _Placed, said: str, message: str, actual: str, wrong: _Outcome, checker: _Checker) -> ClaimVerdict:
+    """A claim the row it was read as about does not bear out: contradicted only where nothing casts doubt on that
+    reading (precision first: a wrong "contradicts" accuses a student of an error they did not make)."""
+    doubt = _doubt(item, wrong, checker.labels.references_for((wrong.subject,), checker.labels.labels))
+    if doubt:
+        return ClaimVerdict(
+            item.claim,
+            "unmatched",
+            f"'{said}' does not match {_where(wrong)} ({actual}), but {doubt}: not counted as a contradiction.",
+            None,
+        )
+    return ClaimVerdict(item.claim, "contradicts", message, actual, _rows(wrong), wrong.metric)
+
+
+def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str]) -> str:
+    """Why the reading of a claim as about ``wrong``'s row and metric may be wrong ('' where nothing says so).
+    ``baseline``: the rows a claim about ``wrong``'s row compares with when its sentence names none."""
+    claim = item.claim
+    reference = wrong.reading.reference
+    if (
+        claim.kind in ("percent", "ratio", "difference")
+        and reference is not None
+        and reference not in baseline
+        and not (item.reference is not None and _REFERENCE_WORDS.search(_clause_around(claim)))
+    ):
+        return f"the sentence does not say it compares with {reference} (rather than {' or '.join(baseline) or 'the baseline'})"
+    sentence = claim.sentence
+    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    if _OTHER_RUN.search(sentence):
+        return "its sentence speaks of another run than the one your notebook shows"
+    if _LISTED.match(sentence[end:]) or _LISTED_BEFORE.search(sentence[:start]):
+        return "it is one of a list of numbers whose rows the sentence does not pair with them one by one"
+    if claim.kind in ("absolute", "difference") and wrong.forms and wrong.forms[0]:
+        factor = abs(claim.stated / wrong.forms[0]) if claim.stated else 1.0
+        if not 1 / FAR_OFF <= factor <= FAR_OFF:
+            return "it is far from that number, so it is likely about something else (a part, a gap, another setting)"
+    if claim.kind in ("percent", "ratio") and claim.metric is None:
+        return "its sentence does not name the metric it compares"
+    # "latency relative to the baseline was 0.8x": no word says which way round.
+    inverse = claim.kind == "ratio" and claim.direction in (None, "of") and claim.stated and wrong.actual
+    if inverse and abs(1 / claim.stated - wrong.actual) <= APPROX_TOLERANCE * abs(wrong.actual):
+        return "its inverse agrees (the ratio may be written the other way round)"
+    return ""
+
+
+def _clause_around(claim: Claim) -> str:
+    """The part of the claim's sentence between the semicolons (or colons) around it."""
+    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    before = max(claim.sentence.rfind(mark, 0, start) for mark in ";:")
+    after = [found for found in (claim.sentence.find(mark, end) for mark in ";:") if found >= 0]
+    return claim.sentence[before + 1 : min(after) if after else len(claim.sentence)]
+
+
+def _beside_its_row(item: _Placed) -> bool:
+    """Whether the row the claim was placed on is named beside it in its sentence, with no other number between
+    ("INT8 brought the memory down to 4.44 MB"; not "its latency was 0.705 s against 0.030 s for FP32")."""
+    claim, sentence = item.claim, item.claim.sentence.lower()
+    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    gaps = []
+    for mention in {part.strip().lower() for part in item.mention.split(" and ") if part.strip()}:
+        for found in re.finditer(re.escape(mention), sentence):
+            if found.end() <= start:
+                gaps.append(sentence[found.end() : start])
+            elif found.start() >= end:
+                gaps.append(sentence[end : found.start()])
+    return any(not re.search(r"\d", gap) for gap in gaps)
+
+
+def _ambiguous(claim: Claim, said: str, read_as: _Outcome, other: str) -> ClaimVerdict:
+    """A number the table bears out for another row than the one a sentence naming several rows was read to give it:
+    unmatched, not contradicted where that row is not named beside the number (precision first: a sentence's rows are
+    read by its layout, and "its latency was 0.705 s against 0.030 s for FP32" names FP32 after the number that is
+    INT8's). "My INT8 model used 4.44 MB" still contradicts."""
+    actual = _format_actual(claim, read_as.forms[0], read_as.reading.category, read_as.reading.reference)
+    return ClaimVerdict(
+        claim,
+        "unmatched",
+        f"'{said}' is {other} in your table; the sentence was read as about {_where(read_as)} ({actual}): "
+        "not counted as a contradiction, check which row it means.",
+        None,
+    )
 
 
 def _strict_agreement(item: _Placed, checker: _Checker, categories: Sequence[str]) -> _Outcome | None:

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
-from grader.checks.claims import Fact, check_claims
+from grader.checks.claims import Fact, check_claims, extract_claims
+from grader.checks.shown import has_outputs, shown_tables
 from grader.discover.notebook import markdown_after, markdown_section, section_cells
 from grader.kernel.values import Frame, is_number
 
@@ -237,7 +238,17 @@ METRIC_WORDS = (
     (("memory", "footprint", "size"), "memory"),
     (("latency", "time", "duration"), "latency"),
 )
-SIZE_UNITS = (("gib", 1024**3), ("gb", 1e9), ("mib", 1024**2), ("mb", 1e6), ("kib", 1024.0), ("kb", 1e3), ("bytes", 1.0))
+# "MB" as the course writes it (the seed's get_memory_footprint() / 1024**2): a column so named is shown back in the
+# claims' MB, the number the student saw ("8.01 MB", not 7.64); a claim may mean either scale (claims.py).
+SIZE_UNITS = (
+    ("gib", 1024**3),
+    ("gb", 1024**3),
+    ("mib", 1024**2),
+    ("mb", 1024**2),
+    ("kib", 1024.0),
+    ("kb", 1024.0),
+    ("bytes", 1.0),
+)
 TIME_UNITS = (("ms", 1e-3), ("µs", 1e-6), ("us", 1e-6), ("(s)", 1.0), ("sec", 1.0), ("_s", 1.0), (" s", 1.0))
 BASE_UNITS = {"memory": "bytes", "latency": "s", "tokens_per_s": "tokens/s", "perplexity": ""}
 
@@ -248,7 +259,7 @@ def column_metric(name: str) -> tuple[str, str, float] | None:
     for words, metric in METRIC_WORDS:
         if any(word in lowered for word in words):
             units = SIZE_UNITS if metric == "memory" else TIME_UNITS if metric == "latency" else ()
-            factor = next((value for unit, value in units if unit in lowered), 1e6 if metric == "memory" else 1.0)
+            factor = next((value for unit, value in units if unit in lowered), 1024**2 if metric == "memory" else 1.0)
             return metric, BASE_UNITS[metric], factor
     return None
 
@@ -285,20 +296,26 @@ def table_facts(table: Any) -> list[Fact]:
     return facts
 
 
-def notebook_facts(context: CheckContext, variables: list[str]) -> list[Fact]:
-    """The facts of the notebook's results tables named by ``variables`` (none where the kernel cannot be asked)."""
-    if not variables or context.harness is None:
-        return []
-    facts: list[Fact] = []
-    for variable in variables:
-
-        def describe(variable: str = variable) -> Any:
-            assert context.harness is not None
-            outcome = context.harness.describe(variable, timeout_s=context.timeout_s)
-            return outcome.value if outcome.status == "returned" else None
-
-        facts.extend(table_facts(context.once(f"claims-table:{variable}", describe)))
-    return facts
+def shown_facts(context: CheckContext, variables: list[str]) -> tuple[list[Fact], str]:
+    """The facts of the results tables the submitted notebook shows in its saved outputs (what the student saw when
+    they wrote: grader/checks/shown.py), preferring the cells that name ``variables``; and, where there are none, why
+    the answer's numbers are not checked. Never the grader's re-run: its models, machine and load are not the
+    student's, and an answer held against it would be contradicted by numbers the student never saw."""
+    if not variables:
+        return [], ""
+    notebook = context.submitted if context.submitted is not None else context.notebook
+    if not has_outputs(notebook):
+        return [], (
+            "not checked: the submitted notebook holds no outputs (saved without running, or cleared), so there are "
+            "no numbers of your run to hold the answer against"
+        )
+    facts = [fact for table in shown_tables(notebook, variables) for fact in table_facts(table)]
+    if not facts:
+        return [], (
+            "not checked: no table of results (memory, latency, tokens/s, perplexity columns) is shown in the submitted "
+            "notebook's outputs to hold the answer against"
+        )
+    return facts, ""
 
 
 @check_kind("written_answer", WrittenAnswerParams, needs_kernel=False, graded_by="instructor")
@@ -363,7 +380,8 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
             answer=text,
         )
     flags = screen_answer(text, f"{params.question}. {params.prompt}")
-    claims = claim_records(text, notebook_facts(context, params.results))
+    facts, unchecked = shown_facts(context, params.results)
+    claims = claim_records(text, facts) if facts else unchecked_records(text, unchecked)
     return Verdict.manual(
         f"Your answer to '{params.question}' ({len(words)} words) goes to your instructor, who grades it by hand"
         + (f", flagged ({'; '.join(flags)})." if flags else "."),
@@ -371,6 +389,14 @@ def written_answer(context: CheckContext, params: WrittenAnswerParams) -> Verdic
         flags=flags,
         data={"claims": claims} if claims else {},
     )
+
+
+def unchecked_records(text: str, why: str) -> list[dict[str, Any]]:
+    """Each number the answer states, marked not checked, and why (nothing to hold it against)."""
+    claims = [claim.text for claim in extract_claims(text)] if why else []
+    if not claims:
+        return []
+    return [{"claim": ", ".join(dict.fromkeys(claims)), "verdict": "not-checked", "message": why, "actual": None}]
 
 
 def claim_records(text: str, facts: list[Fact]) -> list[dict[str, Any]]:

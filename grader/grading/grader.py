@@ -8,6 +8,7 @@ comparing them with the reference in this process), and the verdicts become a
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 import secrets
@@ -185,6 +186,7 @@ class Grader:
         session.startup_timeout = limits.startup_timeout_s
         session.limit_memory(limits.memory_mib * 1024**2)
         run = NotebookRun(path, submission_id, assignment, notebook, reference, session, started, notes, kernel_start)
+        run.submitted = copy.deepcopy(notebook)  # its saved outputs: what the student saw (the run replaces them)
         try:
             populate_workdir(session.workdir, path, assignment.given_files(), owner=session.owner)
             session.__enter__()
@@ -228,6 +230,7 @@ class Grader:
                 run.harness.environment,
                 run.submission_id,
                 run.kernel_problem,
+                run.submitted,
             )
             environment = dict(run.harness.environment)
         finally:
@@ -282,6 +285,7 @@ class Grader:
         environment: Mapping[str, Any],
         submission_id: str,
         kernel_problem: str | None,
+        submitted: Any = None,
     ) -> list[CheckResult]:
         memo: dict[str, Any] = {}
         results = []
@@ -294,6 +298,7 @@ class Grader:
                 rubric=assignment.rubric,
                 check=check,
                 notebook=notebook,
+                submitted=submitted if submitted is not None else notebook,
                 execution=execution,
                 harness=harness,
                 reference=functions,
@@ -377,6 +382,7 @@ class NotebookRun:
     harness: Harness | None = None
     execution: ExecutionRecord | None = None
     kernel_problem: str | None = None
+    submitted: Any = None  # the notebook as submitted, with the outputs the student saw
 
 
 class Started:

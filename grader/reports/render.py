@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 View = Literal["student", "instructor"]
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "error": "error", "manual": "graded by hand", "skipped": "skipped"}
-CLAIM_LABELS = {"agrees": "agrees", "contradicts": "contradicts", "unmatched": "not found"}
+CLAIM_LABELS = {"agrees": "agrees", "contradicts": "contradicts", "unmatched": "not found", "not-checked": "not checked"}
 PROBLEM_LABELS = {"error": "error", "timeout": "timed out", "not-run": "not run", "kernel-died": "kernel died"}
 FEEDBACK_FILES = {"student": "feedback.html", "instructor": "feedback-instructor.html"}
 TOP_FAILURES = 10  # failure messages the dashboard lists per assignment
