@@ -57,6 +57,11 @@ def test_cache_and_padding_are_read_by_meaning(label: str, use_cache: bool | Non
         ("batch (n=2)", 2),
         ("4-way batch", 4),
         ("1 prompt", 1),
+        ("batch (1)", 1),  # round 17: the number alone in brackets
+        ("batched (4)", 4),
+        ("batch_size (4)", 4),
+        ("batch [4]", 4),
+        ("x4 batch", 4),
     ],
 )
 def test_batch_sizes_are_read_by_meaning(label: str, size: int) -> None:
@@ -73,6 +78,8 @@ def test_batch_sizes_are_read_by_meaning(label: str, size: int) -> None:
         ("not quantized", True, False),
         ("ONNX Runtime FP32 (reference)", False, False),  # the unquantized ONNX model, beside the comparison
         ("baseline: edge very_long", False, False),  # an edge prompt's row
+        ("ORT QInt8 (dynamic)", False, True),  # round 17: ONNX Runtime's own names
+        ("ORT FP32", False, False),
     ],
 )
 def test_baseline_and_quantized_are_read_by_meaning(label: str, baseline: bool, quantized: bool) -> None:

@@ -293,6 +293,14 @@ class MeasureParams(LatencyTolerance, TargetParams):
     use_cache: bool = Field(False, description="use_cache for the drawn prompt (the other call uses the default, True).")
     eos_prompt: str = Field("Thank you for reading.", description="A prompt after which the model stops early at EOS.")
     eos_tokens: int = Field(32, ge=1, description="max_new_tokens for the early-stopping prompt.")
+    short_tokens: list[int] = Field(
+        [8, 16],
+        min_length=2,
+        max_length=2,
+        description="Range [low, high] of max_new_tokens of a third call, on a long prompt: the sweeps' own range, so "
+        "that the function shows it follows its arguments where the sweeps call it (not only where this check does).",
+    )
+    long_prompt_repeats: int = Field(5, ge=1, description="The third call's prompt: the hidden prompts joined, this often.")
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of tokens_per_s and ms_per_token.")
 
 
@@ -343,9 +351,12 @@ class Measurement:
 def measurement_plan(context: CheckContext, params: MeasureParams) -> list[tuple[str, str, int, bool]]:
     """The hidden calls: (hub id, prompt, max_new_tokens, use_cache), every argument different from one to the other."""
     rng = context.rng_for("measure")
+    long_prompt = " ".join(rng.sample(params.prompts, len(params.prompts)) * params.long_prompt_repeats)
     return [
         (params.model, rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
         (params.other_model, params.eos_prompt, params.eos_tokens, not params.use_cache),
+        # Where the sweeps call it: a long prompt (their longest lengths), a few new tokens, use_cache as the first.
+        (params.model, long_prompt, rng.randint(*params.short_tokens), params.use_cache),
     ]
 
 
@@ -1450,6 +1461,13 @@ class PromptParams(TargetParams):
     model: str = Field("gpt2", description="Hub ID of the tokenizer.")
     base_texts: list[str] = Field(min_length=1, description="Base texts; some are drawn.")
     targets: list[int] = Field([60, 300], min_length=2, max_length=2, description="Range [low, high] of target token counts.")
+    short_targets: list[int] = Field(
+        [8, 20],
+        min_length=2,
+        max_length=2,
+        description="Range of the first case's target: the prompt-length sweep's shortest lengths, so that the function "
+        "shows it follows its target where the sweep calls it.",
+    )
     cases: int = Field(3, ge=1, description="How many (base text, target) cases are drawn.")
     slack: int = Field(2, ge=0, description="Tokens a join may add beyond one repetition of the base text.")
 
@@ -1463,8 +1481,8 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
         return len(reference_tokenizer(text)["input_ids"])
 
     bases = context.rng.sample(params.base_texts, min(params.cases, len(params.base_texts)))
-    for base in bases:
-        target = context.rng.randint(*params.targets)
+    for index, base in enumerate(bases):
+        target = context.rng.randint(*(params.short_targets if index == 0 else params.targets))
         call = f"{params.function}(tokenizer, {base!r}, {target})"
         prompt = context.returned(
             context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call, STRING

@@ -22,7 +22,7 @@ from grader.checks.behaviour import (
 )
 from grader.checks.calls import Argument, graded_call, handed
 from grader.checks.identity import other_model
-from grader.checks.loss import tokenizer_from_another_id
+from grader.checks.loss import source_names_hub_id, tokenizer_from_another_id, tokenizer_source
 from grader.checks.timing import (
     judge_measurement,
     judge_timed_latency,
@@ -144,6 +144,18 @@ def latency_loader_same_id(context: CheckContext, params: LoaderParams) -> Verdi
     tokenizer_from = tokenizer_from_another_id(
         context, _loader_call(context, params, candidates).events, loaded_tokenizer, params.model_id
     )
+    if not tokenizer_from:
+        # A tokenizer from a folder of the student's: which id it holds cannot be told, but the same folder whichever
+        # candidate loads is a loader that ignores the id it tries.
+        source = tokenizer_source(context, _loader_call(context, params, candidates).events, loaded_tokenizer)
+        if source and not source_names_hub_id(source):
+            swapped = [candidates[1], candidates[0]]
+            other_tokenizer, _, other_id, _ = _loaded(context, params, swapped)
+            if (
+                other_id != model_id
+                and tokenizer_source(context, _loader_call(context, params, swapped).events, other_tokenizer) == source
+            ):
+                tokenizer_from = f"{source!r} (also for {other_id!r})"
     names = {
         "tokenizer": tokenizer_from or repr(params.model_id),
         "model": f"another id than {params.model_id!r} ({other})" if other else repr(params.model_id),

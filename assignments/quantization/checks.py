@@ -2029,6 +2029,54 @@ def row_scenarios(label: Any) -> list[str]:
     return []
 
 
+def _onnx_models(description: Any) -> list[dict[str, Any]]:
+    """The ONNX Runtime models a returned value's description holds (itself, or in a tuple or list)."""
+    if is_onnx_argument(description):
+        return [description]
+    items = description.get("items") if isinstance(description, dict) else None
+    return [model for item in items or [] for model in _onnx_models(item)]
+
+
+def _not_the_quantized_model(params: ControllerParams, outcome: CallOutcome) -> list[str]:
+    """Where the run's quantized row measures, or scores the perplexity of, an ONNX Runtime model that is not the one
+    its quantization function returned (by the object, or the ONNX file its session runs): an FP32 export, another
+    model's. Nothing where that function's result cannot be read."""
+    returned = [model for event in outcome.returned_events(params.ptq_function) for model in _onnx_models(event["value"])]
+    if not returned:
+        return []
+    serials = {model.get("serial") for model in returned if isinstance(model.get("serial"), int)}
+
+    def file(model: dict[str, Any]) -> tuple[str, ...]:
+        """The ONNX file's folder and name (a path written relative or absolute names the same file)."""
+        return tuple(str(model.get("path") or "").replace("\\", "/").rstrip("/").split("/")[-2:])
+
+    files = {file(model) for model in returned if model.get("path")}
+
+    def quantized(model: dict[str, Any]) -> bool:
+        return model.get("serial") in serials or (bool(model.get("path")) and file(model) in files)
+
+    problems = []
+    measured = [argument(event, "model", 0) for event in outcome.returned_events(params.measure_function)]
+    others = [model for model in measured if is_onnx_argument(model) and not quantized(model)]
+    if others:
+        problems.append(
+            f"it timed an ONNX Runtime model that {params.ptq_function} did not return ({others[0].get('path') or 'another object'}"
+            f"): the quantized row must measure the quantized model it returns"
+        )
+    scored = [
+        model
+        for models in (handed_models(event) for event in outcome.returned_events(params.ppx_function))
+        for model in (models or {}).values()
+        if is_onnx_argument(model) and not quantized(model)
+    ]
+    if scored:
+        problems.append(
+            f"it scored the perplexity of an ONNX Runtime model that {params.ptq_function} did not return "
+            f"({scored[0].get('path') or 'another object'}): the quantized row's perplexity must be the quantized model's"
+        )
+    return problems
+
+
 def handed_models(event: ReturnedEvent) -> dict[str, Any] | None:
     """The models a perplexity call was handed, by label (each its raw description); None where its ``models``
     argument cannot be read as labelled entries."""
@@ -2667,6 +2715,7 @@ def judge_run(context: CheckContext, params: ControllerParams) -> Verdict | None
             f"it called {params.ptq_function} with {', '.join(map(repr, others))}, not the model id {params.model!r} it "
             "was given: the quantized model must be the baseline's model, quantized"
         )
+    problems += _not_the_quantized_model(params, outcome)
     ablations = outcome.returned_events(params.ablation_function)
     if ablations:  # what ran after the ablation returned is not the ablation's: its right padding is not asked for
         began, after = float(ablations[0]["start"]), float(ablations[-1]["time"])

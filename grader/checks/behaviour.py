@@ -509,8 +509,9 @@ def judge_passes(student: Behaviour, reference: Behaviour, batch_size: int | Non
             )
         if with_grad:
             problems.append(
-                f"{with_grad} of {len(passes)} forward passes ran with gradients on: wrap the loop in torch.no_grad() "
-                "or torch.inference_mode()"
+                f"{with_grad} of {len(passes)} forward passes of the grader's call ran with gradients on (each call starts "
+                "with them on, as a fresh kernel has them: a torch.set_grad_enabled(False) in another cell does not "
+                "reach it): wrap the loop in torch.no_grad() or torch.inference_mode() inside the function"
             )
     if "training" in aspects:
         training = sum(1 for call in passes if call.training)

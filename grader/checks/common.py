@@ -140,9 +140,14 @@ def answer_block(section_text: str, question: str) -> str | None:
     return blocks[0] if blocks else None
 
 
+TODO_MARKER = re.compile(r"[~*_]*\bTODO\b(?:\s*\([^)\n]{0,20}\))?[~*_]*\s*[:\-]?\s*[~*_]*")
+
+
 def _without_placeholder(text: str) -> str:
-    """``text`` without the lines that still hold the starter's TODO placeholder."""
-    return "\n".join(line for line in text.splitlines() if not re.search(r"\bTODO\b", line))
+    """``text`` without the starter's TODO markers ("**TODO**:", "~~**TODO**~~:", "**TODO (done)**:"): what follows
+    one on its line stays (an answer typed on the TODO line, after or instead of the starter's prompt, which
+    :func:`_own_words` then removes)."""
+    return "\n".join(TODO_MARKER.sub("", line, count=1) for line in text.splitlines())
 
 
 def _own_words(text: str, prompt: str) -> list[str]:

@@ -33,6 +33,9 @@ def fingerprint_difference(found: Mapping[str, Any], expected: Mapping[str, Any]
     ]
     if differing:
         return "its config differs: " + ", ".join(differing)
+    found_blocks, expected_blocks = found.get("blocks"), expected.get("blocks")
+    if isinstance(found_blocks, int) and isinstance(expected_blocks, int) and found_blocks and found_blocks != expected_blocks:
+        return f"it holds {found_blocks} blocks of layers, not {expected_blocks}"
     found_values = _list(found.get("embedding"))
     expected_values = _list(expected.get("embedding"))
     if not expected_values:

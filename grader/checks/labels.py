@@ -22,6 +22,9 @@ _BATCH = (
     re.compile(r"\b(\d+)\s*[-_ ]?(?:prompts?|samples?|sequences?|seqs)\b"),
     re.compile(r"\b(\d+)[\s_-]*(?:way|wide|prompt)[\s_-]*batch"),  # "4-way batch", "4-prompt batch"
     re.compile(r"\bbatch(?:ed)?[\s_-]*(?:x|×)?\s*(\d+)\b"),
+    # "batch (1)", "batched [4]", "batch_size (4)": the number alone in brackets, read as commas
+    re.compile(r"\bbatch(?:ed|es)?(?:[\s_-]*size)?\s*,\s*(\d+)\s*,"),
+    re.compile(r"\b(?:x|×)\s*(\d+)\s+batch"),  # "x4 batch"
 )
 
 
@@ -69,8 +72,9 @@ def read_scenario(label: object) -> Scenario:
             break
     plain = re.sub(_NOT_QUANTIZED, " ", text)
     float_named = bool(re.search(r"\bfp32\b|float32|pytorch|full[\s_-]*precision", text))
-    onnx = bool(re.search(r"\bonnx\b", plain))
-    said_quantized = bool(re.search(r"(?<!un)quanti[sz]|\bint[\s_-]?8\b|\bptq\b|8[\s-]?bit", plain))
+    onnx = bool(re.search(r"\bonnx|\bort\b", plain))  # "ONNX", "onnxruntime", "ORT" (ONNX Runtime's own short name)
+    # "int8", "QInt8" / "QUInt8" (ONNX Runtime's type names), "8-bit"
+    said_quantized = bool(re.search(r"(?<!un)quanti[sz]|\bq?u?int[\s_-]?8\b|\bptq\b|8[\s-]?bit", plain))
     # An edge prompt's row ("baseline: edge very_long") and the unquantized ONNX model's ("ONNX FP32 (reference)") are
     # rows beside the two the comparison is about: neither the baseline nor the quantized model.
     extra = bool(re.search(r"\bedge\b|very[\s_-]?(?:short|long)\b|multi[\s_-]?line|\brepetitive\b", text)) or (

@@ -108,6 +108,11 @@ def _zoo_model(hub_id: str) -> str | None:
     return next((model.name for model in TINY_MODELS if hub_id in model.hub_ids), None)
 
 
+def source_names_hub_id(source: str) -> bool:
+    """Whether a ``from_pretrained`` source names an id the zoo serves (itself, or its hub cache folder)."""
+    return _source_id(source) is not None
+
+
 def _source_id(source: str) -> str | None:
     """The hub id a ``from_pretrained`` source names: the id itself, or a hub cache's ``models--org--name`` folder."""
     if _zoo_model(source):
@@ -132,6 +137,18 @@ def tokenizer_origin(context: CheckContext, events: Sequence[Event], tokenizer: 
     return recorded or _source_id(tokenizer.files)
 
 
+def tokenizer_source(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer) -> str:
+    """What ``tokenizer`` was loaded from, as given to ``from_pretrained`` ('' where not recorded): a hub id, or a
+    folder."""
+    loads: list[Any] = []
+    if tokenizer.serial:
+        loads = [event for event in events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+        if not loads:
+            notebook = context.once("notebook-events", lambda: context.require_harness().notebook_events())
+            loads = [event for event in notebook.events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    return str(loads[-1]["source"]) if loads else ""
+
+
 def tokenizer_from_another_id(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer, model_id: str) -> str:
     """Where a loader's tokenizer came from when that is not ``model_id`` (empty when it is, or cannot be told): the id
     it was loaded from (another id of the same zoo model passes)."""
@@ -145,15 +162,24 @@ def tokenizer_from_another_id(context: CheckContext, events: Sequence[Event], to
 def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
     """The loader loads the tokenizer and the model from the id it is given, whichever id that is (and, where the params
     ask, sets them up as the starter says)."""
+    sources: dict[str, str] = {}  # a tokenizer's source that names no hub id (a folder) -> the id asked
     for model_id in [params.model_id, *params.more_ids]:
         asked = params.model_copy(update={"model_id": model_id})
         loaded_tokenizer, loaded_model = _loaded(context, asked)
         # The model is known by its weights, the tokenizer by the id it was loaded from (a name_or_path can be set to
         # anything).
         wrong = {}
-        tokenizer_from = tokenizer_from_another_id(context, _loader_outcome(context, asked).events, loaded_tokenizer, model_id)
+        events = _loader_outcome(context, asked).events
+        tokenizer_from = tokenizer_from_another_id(context, events, loaded_tokenizer, model_id)
+        source = tokenizer_source(context, events, loaded_tokenizer)
         if tokenizer_from:
             wrong["tokenizer"] = tokenizer_from
+        elif source and not _source_id(source):
+            # A folder of the student's: which id it holds cannot be told, but the same folder for two ids that load
+            # other models is a loader that ignores the id it is given.
+            earlier = sources.setdefault(source, model_id)
+            if _zoo_model(earlier) != _zoo_model(model_id):
+                wrong["tokenizer"] = f"{source!r}, the folder it also loads for {earlier!r}"
         other = other_model(context, loaded_model, model_id)
         if other:
             wrong["model"] = f"weights that are not {model_id!r}'s ({other})"

@@ -266,7 +266,15 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
         values = [float(value) for value in flat[::step][:FINGERPRINT_VALUES].float().cpu().tolist()]
     except Exception:  # no embedding to read: the sizes alone
         values = []
-    return {"sizes": sizes, "embedding": values, "hooks": forward_hooks(model)}
+    return {"sizes": sizes, "embedding": values, "hooks": forward_hooks(model), "blocks": _blocks(model)}
+
+
+def _blocks(model: Any) -> int:
+    """How many layers the model's longest list of modules holds (its transformer blocks; 0 where none is read): a
+    model with blocks removed keeps its config and embeddings, and only this tells it."""
+    with contextlib.suppress(Exception):
+        return max((len(module) for module in model.modules() if type(module).__name__ == "ModuleList"), default=0)
+    return 0
 
 
 def forward_hooks(model: Any) -> int:
