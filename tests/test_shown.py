@@ -80,3 +80,16 @@ def test_claims_are_held_against_the_numbers_the_student_saw_and_none_is_checked
     assert not has_outputs(cleared) and shown_tables(cleared, ["df_results"]) == []
     records = unchecked_records(answer, "not checked: the submitted notebook holds no outputs")
     assert [record["verdict"] for record in records] == ["not-checked"] and "4.63 MB" in records[0]["claim"]
+
+
+def test_an_answers_timings_are_held_to_the_spread_of_runs_not_to_one_run() -> None:
+    """A notebook run again before it is submitted shows other timings than its answer quotes: within a factor of
+    two of the saved table a timing is unmatched (why is said), further off it still contradicts; memory is exact."""
+    made = notebook({"output_type": "stream", "name": "stdout", "text": TABLE.to_string()})
+    facts = [fact for table in shown_tables(made, ["df_results"]) for fact in table_facts(table)]
+    (near,) = claim_records("INT8 took 0.5 s per run.", facts)
+    assert near["verdict"] == "unmatched" and "timings change from one run" in near["message"]
+    (far,) = claim_records("INT8 took 1.6 s per run.", facts)  # beyond two runs' spread, not so far as to be about another thing
+    assert far["verdict"] == "contradicts"
+    (memory,) = claim_records("INT8 used 5.2 MB.", facts)
+    assert memory["verdict"] == "contradicts"

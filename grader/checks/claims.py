@@ -1454,6 +1454,7 @@ class _Checker:
     def __init__(self, facts: Sequence[Fact]) -> None:
         """Index the facts by (label, metric family)."""
         self.facts = list(facts)
+        self.timing_spread: float | None = None  # how far one run's timings may be from another's (None: exact)
         self.labels = _Labels(self.facts)
         self.by_key: dict[tuple[str, str], Fact] = {}
         self.categories: list[str] = []
@@ -1530,11 +1531,12 @@ class _Placed:
     reference: tuple[str, ...] | None = None
 
 
-def check_claims(text: str, facts: Sequence[Fact]) -> list[ClaimVerdict]:
+def check_claims(text: str, facts: Sequence[Fact], timing_spread: float | None = None) -> list[ClaimVerdict]:
     """Every quantitative claim of a written answer (see :func:`extract_claims`), checked against the notebook's facts:
     one verdict per claim, in order. Relative claims (percentages, ratios, differences) are checked against the
     percentage change or ratio between two facts of one metric."""
     checker = _Checker(facts)
+    checker.timing_spread = timing_spread
     extra = [c for c in checker.categories if c not in _UNIT_METRIC.values() and c not in _DIMENSIONLESS]
     masked = _mask(text)
     claims = _extract(text, masked, extra)
@@ -2017,9 +2019,23 @@ _OTHER_RUN = re.compile(
     re.I,
 )
 _LISTED = re.compile(r"^\s*(?:,|and|or|/|&)\s*(?:about\s+|~\s*)?[-+]?\d")
-_LISTED_BEFORE = re.compile(r"\d\s*(?:%|x|×|mb|mib|gb|kb|ms|s)?\s*(?:,|and|or|/|&)\s*(?:about\s+|~\s*)?$", re.I)
+_LISTED_BEFORE = re.compile(
+    r"(?<![A-Za-z\d.])\d+(?:\.\d+)?\s*(?:%|x|×|mb|mib|gb|kb|ms|s)?\s*(?:,|and|or|/|&)\s*(?:about\s+|~\s*)?$", re.I
+)
 _REFERENCE_WORDS = re.compile(r"\b(?:than|vs\.?|versus|compared|relative|from|over|against)\b", re.I)
 FAR_OFF = 3.0
+TIMING_CATEGORIES = frozenset({"latency", "per_token", "throughput", "speed"})
+# Words that name a metric family near a relative claim ("INT8 0.155 s (2.31x)" compares latencies, not memory).
+_CATEGORY_WORDS = {
+    "memory": re.compile(r"memory|footprint|size|small|large|big|shr[iu]nk|compress|\b(?:[kmg]i?b|bytes?)\b", re.I),
+    "latency": re.compile(r"latenc|time|took|takes|long|slow|fast|quick|speed|\b(?:m?s|sec(?:onds?)?)\b", re.I),
+    "per_token": re.compile(r"per[\s-]token|/\s*token|ms/tok|latenc|slow|fast", re.I),
+    "throughput": re.compile(r"tokens?\s*(?:/|per)\s*s|tok/s|throughput|fast|slow|speed|rate", re.I),
+    "perplexity": re.compile(r"perplexit|\bppl\b|\bppx\b|quality", re.I),
+}
+TIMING_SPREAD = 2.0
+"""How far apart two runs of one notebook may time the same thing (the grader's own re-runs: 0.57 s and 0.23 s): what
+a written answer's timings are held to (grader/checks/common.py)."""
 """An absolute claim further than this factor from its row's number is likely about something else (a part of the
 model, a gap between rows, another run): unmatched, not contradicted."""
 
@@ -2027,7 +2043,7 @@ model, a gap between rows, another run): unmatched, not contradicted."""
 def _contradiction(item: _Placed, said: str, message: str, actual: str, wrong: _Outcome, checker: _Checker) -> ClaimVerdict:
     """A claim the row it was read as about does not bear out: contradicted only where nothing casts doubt on that
     reading (precision first: a wrong "contradicts" accuses a student of an error they did not make)."""
-    doubt = _doubt(item, wrong, checker.labels.references_for((wrong.subject,), checker.labels.labels))
+    doubt = _doubt(item, wrong, checker.labels.references_for((wrong.subject,), checker.labels.labels), checker.timing_spread)
     if doubt:
         return ClaimVerdict(
             item.claim,
@@ -2038,7 +2054,7 @@ def _contradiction(item: _Placed, said: str, message: str, actual: str, wrong: _
     return ClaimVerdict(item.claim, "contradicts", message, actual, _rows(wrong), wrong.metric)
 
 
-def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str]) -> str:
+def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str], timing_spread: float | None = None) -> str:
     """Why the reading of a claim as about ``wrong``'s row and metric may be wrong ('' where nothing says so).
     ``baseline``: the rows a claim about ``wrong``'s row compares with when its sentence names none."""
     claim = item.claim
@@ -2054,6 +2070,14 @@ def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str]) -> str:
     start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
     if _OTHER_RUN.search(sentence):
         return "its sentence speaks of another run than the one your notebook shows"
+    timed = wrong.reading.category in TIMING_CATEGORIES
+    if timing_spread and timed and wrong.forms and claim.stated and wrong.forms[0]:
+        # A notebook run again before it is submitted ("Restart & Run All") shows other timings than those its answer
+        # quotes: a timing is held to one run only where it is off by more than runs differ (the other way round, or
+        # more than ``timing_spread`` times).
+        factor = claim.stated / wrong.forms[0]
+        if 1 / timing_spread <= factor <= timing_spread:
+            return "timings change from one run of the notebook to the next"
     if _LISTED.match(sentence[end:]) or _LISTED_BEFORE.search(sentence[:start]):
         return "it is one of a list of numbers whose rows the sentence does not pair with them one by one"
     if claim.kind in ("absolute", "difference") and wrong.forms and wrong.forms[0]:
@@ -2062,6 +2086,9 @@ def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str]) -> str:
             return "it is far from that number, so it is likely about something else (a part, a gap, another setting)"
     if claim.kind in ("percent", "ratio") and claim.metric is None:
         return "its sentence does not name the metric it compares"
+    words = _CATEGORY_WORDS.get(wrong.reading.category)
+    if claim.kind in ("percent", "ratio", "difference") and words is not None and not words.search(_clause_around(claim)):
+        return f"the words around it do not name {_METRIC_NAMES.get(wrong.reading.category, wrong.reading.category)}"
     # "latency relative to the baseline was 0.8x": no word says which way round.
     inverse = claim.kind == "ratio" and claim.direction in (None, "of") and claim.stated and wrong.actual
     if inverse and abs(1 / claim.stated - wrong.actual) <= APPROX_TOLERANCE * abs(wrong.actual):

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from grader.checks.base import CheckContext, Params, Verdict, check_kind
-from grader.checks.claims import Fact, check_claims, extract_claims
+from grader.checks.claims import TIMING_SPREAD, Fact, check_claims, extract_claims
 from grader.checks.shown import has_outputs, shown_tables
 from grader.discover.notebook import markdown_after, markdown_section, section_cells
 from grader.kernel.values import Frame, is_number
@@ -411,5 +411,5 @@ def claim_records(text: str, facts: list[Fact]) -> list[dict[str, Any]]:
         return []
     return [
         {"claim": verdict.claim.text, "verdict": verdict.verdict, "message": verdict.message, "actual": verdict.actual}
-        for verdict in check_claims(text, facts)
+        for verdict in check_claims(text, facts, timing_spread=TIMING_SPREAD)
     ]
