@@ -301,6 +301,11 @@ class MeasureParams(LatencyTolerance, TargetParams):
         "that the function shows it follows its arguments where the sweeps call it (not only where this check does).",
     )
     long_prompt_repeats: int = Field(5, ge=1, description="The third call's prompt: the hidden prompts joined, this often.")
+    third_model: str = Field(
+        "openai-community/gpt2",
+        description="Hub ID of the third call's model: another id of the first call's, which the notebook's loader loads "
+        "afresh (a notebook that warms each model once warms it again).",
+    )
     rate_tolerance: float = Field(0.02, gt=0, description="Relative tolerance of tokens_per_s and ms_per_token.")
 
 
@@ -356,7 +361,7 @@ def measurement_plan(context: CheckContext, params: MeasureParams) -> list[tuple
         (params.model, rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
         (params.other_model, params.eos_prompt, params.eos_tokens, not params.use_cache),
         # Where the sweeps call it: a long prompt (their longest lengths), a few new tokens, use_cache as the first.
-        (params.model, long_prompt, rng.randint(*params.short_tokens), params.use_cache),
+        (params.third_model, long_prompt, rng.randint(*params.short_tokens), params.use_cache),
     ]
 
 
