@@ -2037,44 +2037,44 @@ def _onnx_models(description: Any) -> list[dict[str, Any]]:
     return [model for item in items or [] for model in _onnx_models(item)]
 
 
-def _not_the_quantized_model(params: ControllerParams, outcome: CallOutcome) -> list[str]:
-    """Where the run's quantized row measures, or scores the perplexity of, an ONNX Runtime model that is not the one
-    its quantization function returned (by the object, or the ONNX file its session runs): an FP32 export, another
-    model's. Nothing where that function's result cannot be read."""
-    returned = [model for event in outcome.returned_events(params.ptq_function) for model in _onnx_models(event["value"])]
-    if not returned:
-        return []
-    serials = {model.get("serial") for model in returned if isinstance(model.get("serial"), int)}
+class QuantizedModels:
+    """The ONNX Runtime models a run's quantization function returned: by object (serial), and by the ONNX file their
+    session runs (a model loaded again from the saved quantized file is the same model)."""
 
-    def file(model: dict[str, Any]) -> tuple[str, ...]:
+    def __init__(self, params: ControllerParams, outcome: CallOutcome) -> None:
+        returned = [model for event in outcome.returned_events(params.ptq_function) for model in _onnx_models(event["value"])]
+        self.known = bool(returned)
+        self.serials = {model.get("serial") for model in returned if isinstance(model.get("serial"), int)}
+        self.files = {self._file(model) for model in returned if model.get("path")}
+
+    @staticmethod
+    def _file(model: dict[str, Any]) -> tuple[str, ...]:
         """The ONNX file's folder and name (a path written relative or absolute names the same file)."""
         return tuple(str(model.get("path") or "").replace("\\", "/").rstrip("/").split("/")[-2:])
 
-    files = {file(model) for model in returned if model.get("path")}
+    def other(self, model: Any) -> str:
+        """How an ONNX Runtime model is not one of them ('' where it is, or where nothing can be told)."""
+        if not self.known or not is_onnx_argument(model):
+            return ""
+        if model.get("serial") in self.serials or (model.get("path") and self._file(model) in self.files):
+            return ""
+        return str(model.get("path") or "another object")
 
-    def quantized(model: dict[str, Any]) -> bool:
-        return model.get("serial") in serials or (bool(model.get("path")) and file(model) in files)
 
-    problems = []
-    measured = [argument(event, "model", 0) for event in outcome.returned_events(params.measure_function)]
-    others = [model for model in measured if is_onnx_argument(model) and not quantized(model)]
-    if others:
-        problems.append(
-            f"it timed an ONNX Runtime model that {params.ptq_function} did not return ({others[0].get('path') or 'another object'}"
-            f"): the quantized row must measure the quantized model it returns"
-        )
-    scored = [
-        model
-        for models in (handed_models(event) for event in outcome.returned_events(params.ppx_function))
-        for model in (models or {}).values()
-        if is_onnx_argument(model) and not quantized(model)
-    ]
-    if scored:
-        problems.append(
-            f"it scored the perplexity of an ONNX Runtime model that {params.ptq_function} did not return "
-            f"({scored[0].get('path') or 'another object'}): the quantized row's perplexity must be the quantized model's"
-        )
-    return problems
+def _not_the_quantized_model(params: ControllerParams, outcome: CallOutcome) -> list[str]:
+    """Where the run scores, under a label that means the quantized model, the perplexity of an ONNX Runtime model
+    that is not the one its quantization function returned (an FP32 export, another model's). Its rows' measurements
+    are held to the same in :func:`judge_alike`, which knows which measurement each row reports."""
+    quantized = QuantizedModels(params, outcome)
+    for event in outcome.returned_events(params.ppx_function):
+        for key, model in (handed_models(event) or {}).items():
+            other = quantized.other(model) if "quantized" in ppx_scenarios(event, key) else ""
+            if other:
+                return [
+                    f"it scored, as the quantized model's perplexity, an ONNX Runtime model that {params.ptq_function} "
+                    f"did not return ({other}): the quantized row's perplexity must be the quantized model's"
+                ]
+    return []
 
 
 def handed_models(event: ReturnedEvent) -> dict[str, Any] | None:
@@ -2092,7 +2092,7 @@ def ppx_scenarios(event: ReturnedEvent, label: Any) -> list[str]:
     handed under it (an ONNX Runtime model is the quantized one, a PyTorch model the baseline: {"A": model} names
     neither, and the model decides)."""
     named = row_scenarios(label)
-    if named:
+    if named or read_scenario(label).extra:  # "onnx_fp32": the unquantized ONNX model, beside the comparison
         return named
     model = (handed_models(event) or {}).get(str(label))
     return ["quantized"] if is_onnx_argument(model) else ["baseline"] if is_torch_argument(model) else []
@@ -2513,18 +2513,17 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         for event in outcome.returned_events(params.measure_function)
         for reported in _reported(decode(event["value"]), "latency_s")
     ]
-    # The model each measuring call was given (its first model argument's serial): a row averages runs of one model.
-    models = {
+    # The model each measuring call was given (its first model argument, as described; its serial: a row averages runs
+    # of one model).
+    described = {
         (float(event["start"]), float(event["time"])): next(
-            (
-                item.get("serial")
-                for _, item in event["arguments"]
-                if isinstance(item, dict) and isinstance(item.get("serial"), int)
-            ),
-            None,
+            (item for _, item in event["arguments"] if isinstance(item, dict) and isinstance(item.get("serial"), int)), None
         )
         for event in outcome.returned_events(params.measure_function)
     }
+    models = {interval: model.get("serial") if model is not None else None for interval, model in described.items()}
+    quantized_models = QuantizedModels(params, outcome)
+    not_quantized: list[str] = []  # the quantized row's measurements of a model the quantization did not return
     # Per scenario, the settings of each measurement a row reports (one measuring call, or the runs its latency
     # summarises: a mean, median or minimum of consecutive calls), as the set of distinct settings its runs had.
     settings: dict[str, list[frozenset[tuple[tuple[str, Any], ...]]]] = {}
@@ -2540,6 +2539,10 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
             for group in _summarised(returned, float(latency), params.match_tolerance, models):
                 ran_as: set[tuple[tuple[str, Any], ...]] = set()
                 for start, end, measured in group:
+                    if scenario == "quantized":
+                        other = quantized_models.other(described.get((start, end)))
+                        if other:
+                            not_quantized.append(other)
                     timed = _timed_generate(events, start, end, measured)
                     ran = _longest_generates(events, start, end)
                     if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:
@@ -2565,6 +2568,13 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
                         dtypes.append(str(timed["model_dtype"]))
                 if ran_as:
                     settings.setdefault(scenario, []).append(frozenset(ran_as))
+    if not_quantized:
+        return Verdict.failed(
+            f"In the table {call} returned, the quantized row measures an ONNX Runtime model that {params.ptq_function} "
+            f"did not return ({not_quantized[0]}): the quantized row must time the quantized model it returns.",
+            expected=f"the model {params.ptq_function} returned",
+            found=not_quantized[0],
+        )
     if reads_short and not measure_mistimes(context):
         scenario, measured, took = reads_short[0]
         # A timer cannot read shorter than the generate it surrounds (a latency shrunk for one kind of model only).

@@ -37,6 +37,7 @@ class Scenario:
     use_cache: bool | None = None
     padding: str | None = None
     batch_size: int | None = None
+    extra: bool = False  # a row beside the comparison: an edge prompt's, the unquantized ONNX model's ("onnx_fp32")
 
 
 def _words(label: str) -> str:
@@ -70,9 +71,10 @@ def read_scenario(label: object) -> Scenario:
         if match:
             batch_size = int(match.group(1))
             break
-    plain = re.sub(_NOT_QUANTIZED, " ", text)
-    float_named = bool(re.search(r"\bfp32\b|float32|pytorch|full[\s_-]*precision", text))
-    onnx = bool(re.search(r"\bonnx|\bort\b", plain))  # "ONNX", "onnxruntime", "ORT" (ONNX Runtime's own short name)
+    spaced = text.replace("_", " ")  # "onnx_fp32", "int8_dynamic": words joined by underscores
+    plain = re.sub(_NOT_QUANTIZED, " ", spaced)
+    float_named = bool(re.search(r"\bfp32\b|float32|pytorch|full[\s_-]*precision", spaced))
+    onnx = bool(re.search(r"\bonnx(?:runtime)?\b|\bort\b", plain))  # "ONNX", "onnxruntime", "ORT" (ONNX Runtime's own short name)
     # "int8", "QInt8" / "QUInt8" (ONNX Runtime's type names), "8-bit"
     said_quantized = bool(re.search(r"(?<!un)quanti[sz]|\bq?u?int[\s_-]?8\b|\bptq\b|8[\s-]?bit", plain))
     # An edge prompt's row ("baseline: edge very_long") and the unquantized ONNX model's ("ONNX FP32 (reference)") are
@@ -89,6 +91,7 @@ def read_scenario(label: object) -> Scenario:
         use_cache=_cache_setting(text),
         padding=padding,
         batch_size=batch_size,
+        extra=extra,
     )
 
 

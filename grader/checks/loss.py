@@ -127,25 +127,26 @@ def tokenizer_origin(context: CheckContext, events: Sequence[Event], tokenizer: 
     it, or in the notebook's cells for one made there), else by the hub cache folder its vocabulary was read from (a
     copy of a loaded tokenizer keeps it). None where neither names an id the zoo serves (a tokenizer saved to a folder
     of the student's and loaded from there): the grader cannot tell, and does not charge it."""
-    loads: list[Any] = []
-    if tokenizer.serial:
-        loads = [event for event in events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
-        if not loads:
-            notebook = context.once("notebook-events", lambda: context.require_harness().notebook_events())
-            loads = [event for event in notebook.events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    loads = _tokenizer_loads(context, events, tokenizer)
     recorded = _source_id(loads[-1]["source"]) if loads else None
     return recorded or _source_id(tokenizer.files)
+
+
+def _tokenizer_loads(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer) -> list[Any]:
+    """The runtime's records of ``tokenizer`` being loaded: in the call that returned it, else in the notebook's cells."""
+    if not tokenizer.serial:
+        return []
+    loads = [event for event in events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    if not loads:
+        notebook = context.once("notebook-events", lambda: context.require_harness().notebook_events())
+        loads = [event for event in notebook.events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    return loads
 
 
 def tokenizer_source(context: CheckContext, events: Sequence[Event], tokenizer: Tokenizer) -> str:
     """What ``tokenizer`` was loaded from, as given to ``from_pretrained`` ('' where not recorded): a hub id, or a
     folder."""
-    loads: list[Any] = []
-    if tokenizer.serial:
-        loads = [event for event in events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
-        if not loads:
-            notebook = context.once("notebook-events", lambda: context.require_harness().notebook_events())
-            loads = [event for event in notebook.events if event["type"] == "tokenizer" and event["serial"] == tokenizer.serial]
+    loads = _tokenizer_loads(context, events, tokenizer)
     return str(loads[-1]["source"]) if loads else ""
 
 
@@ -421,7 +422,10 @@ def loss_variants(reference_model: Any, reference_tokenizer: Any, texts: list[st
     positions = sum(b.positions for b in right)
     weighted = sum(b.loss * b.predicted for b in right)
     text_losses = [loss for b in right for loss in b.text_losses]
+    bos = reference_tokenizer.bos_token
+    prefixed = _batch_facts(reference_model, reference_tokenizer, [bos + text for text in texts], batch_size) if bos else right
     return {
+        "loss, BOS prepended": sum(b.loss * b.predicted for b in prefixed) / sum(b.predicted for b in prefixed),
         "loss": weighted / predicted,
         "loss, left padding": sum(b.loss * b.predicted for b in left) / sum(b.predicted for b in left),
         "tokens": float(predicted),
@@ -461,6 +465,11 @@ LOSS_MISTAKES: dict[tuple[str, ...], str] = {
     ("divided by input tokens",): (
         "divides by the number of input tokens, but only the tokens after the first of each text are predicted: "
         "count labels[:, 1:] != -100"
+    ),
+    ("loss, BOS prepended",): (
+        "prepends a beginning-of-text token to each text, so its first token is scored too: a convention some use, but "
+        "the course's perplexity (the seed's labels=input_ids) scores each text's tokens after its first, as the text "
+        "is; tokenize the texts as they are"
     ),
 }
 TOKEN_MISTAKES = {
