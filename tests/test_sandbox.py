@@ -208,8 +208,8 @@ def test_grading_without_the_sandbox_is_asked_by_name_and_said_in_every_result_a
         extra = json.loads((tmp_path / "out" / name / "results.json").read_text())["extra_data"]
         assert extra["sandbox"] == "none" and extra["sandbox_warning"].startswith("--no-sandbox was given"), extra
     summary = (tmp_path / "out" / "summary.html").read_text()
-    assert 'class="banner error sandbox"' in summary and "--no-sandbox was given" in summary
-    assert '<tr class="sandbox-none"><td>not sandboxed</td><td class="num">2</td>' in summary
+    assert 'class="banner error unprotected"' in summary and "--no-sandbox was given" in summary
+    assert '<tr class="isolation-none"><td>not sandboxed</td><td class="num">2</td>' in summary
 
 
 def test_a_sandbox_that_cannot_start_stops_the_run_before_grading_anything(
