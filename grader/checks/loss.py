@@ -472,6 +472,8 @@ LOSS_MISTAKES: dict[tuple[str, ...], str] = {
         "is; tokenize the texts as they are"
     ),
 }
+# Mistakes that are another convention, not a wrong sum: their explanation says what to do, the usual guidance does not.
+CONVENTIONS = {("loss, BOS prepended",)}
 TOKEN_MISTAKES = {
     "tokens: every input token": "counts every input token, but the first token of each text is never predicted: count labels[:, 1:] != -100",
     "tokens: padding included": "counts padding positions too",
@@ -503,8 +505,8 @@ def judge_loss(found: float, variants: dict[str, float], where: str, rel_toleran
         name = next((n for n in names if math.isclose(found, variants[n], rel_tol=rel_tolerance)), None)
         if name is not None:
             return Verdict.failed(
-                f"The loss {where} is {number(found)}, but the token-weighted mean is {number(expected)}: your function {explanation}. "
-                f"To fix it, {GUIDANCE}.",
+                f"The loss {where} is {number(found)}, but the token-weighted mean is {number(expected)}: your function {explanation}."
+                + ("" if names in CONVENTIONS else f" To fix it, {GUIDANCE}."),
                 expected=number(expected),
                 found=number(found),
                 data={**data, "mistake": name},
