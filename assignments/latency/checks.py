@@ -297,10 +297,9 @@ class MeasureParams(LatencyTolerance, TargetParams):
         [8, 16],
         min_length=2,
         max_length=2,
-        description="Range [low, high] of max_new_tokens of a third call, on a long prompt: the sweeps' own range, so "
-        "that the function shows it follows its arguments where the sweeps call it (not only where this check does).",
+        description="Range [low, high] of max_new_tokens of a third call: the sweeps' own range, so that the function "
+        "shows it follows its arguments where the sweeps call it (not only where this check does).",
     )
-    long_prompt_repeats: int = Field(5, ge=1, description="The third call's prompt: the hidden prompts joined, this often.")
     third_model: str = Field(
         "openai-community/gpt2",
         description="Hub ID of the third call's model: another id of the first call's, which the notebook's loader loads "
@@ -356,12 +355,13 @@ class Measurement:
 def measurement_plan(context: CheckContext, params: MeasureParams) -> list[tuple[str, str, int, bool]]:
     """The hidden calls: (hub id, prompt, max_new_tokens, use_cache), every argument different from one to the other."""
     rng = context.rng_for("measure")
-    long_prompt = " ".join(rng.sample(params.prompts, len(params.prompts)) * params.long_prompt_repeats)
+    first, third = rng.sample(params.prompts, 2) if len(params.prompts) > 1 else (params.prompts[0],) * 2
     return [
-        (params.model, rng.choice(params.prompts), rng.randint(*params.tokens), params.use_cache),
+        (params.model, first, rng.randint(*params.tokens), params.use_cache),
         (params.other_model, params.eos_prompt, params.eos_tokens, not params.use_cache),
-        # Where the sweeps call it: a long prompt (their longest lengths), a few new tokens, use_cache as the first.
-        (params.third_model, long_prompt, rng.randint(*params.short_tokens), params.use_cache),
+        # Where the sweeps call it: a few new tokens, use_cache as the first (a long prompt here made the tiny model
+        # stop after a handful of tokens, which a warm-up of as many cannot be told from).
+        (params.third_model, third, rng.randint(*params.short_tokens), params.use_cache),
     ]
 
 
@@ -1487,7 +1487,11 @@ def prompt_building(context: CheckContext, params: PromptParams) -> Verdict:
 
     bases = context.rng.sample(params.base_texts, min(params.cases, len(params.base_texts)))
     for index, base in enumerate(bases):
-        target = context.rng.randint(*(params.short_targets if index == 0 else params.targets))
+        if index == 0:  # the sweep's shortest lengths, but not below one repetition (a prompt trimmed to fit is fine)
+            low, high = params.short_targets
+            target = context.rng.randint(max(low, count(base)), max(high, count(base)))
+        else:
+            target = context.rng.randint(*params.targets)
         call = f"{params.function}(tokenizer, {base!r}, {target})"
         prompt = context.returned(
             context.call(params.function, context.tokenizer(params.model), literal(base), literal(target)), call, STRING
