@@ -2062,13 +2062,15 @@ class QuantizedModels:
 
 
 def _not_the_quantized_model(params: ControllerParams, outcome: CallOutcome) -> list[str]:
-    """Where the run scores, under a label that means the quantized model, the perplexity of an ONNX Runtime model
+    """Where the run scores, under a label that names the quantized model, the perplexity of an ONNX Runtime model
     that is not the one its quantization function returned (an FP32 export, another model's). Its rows' measurements
     are held to the same in :func:`judge_alike`, which knows which measurement each row reports."""
     quantized = QuantizedModels(params, outcome)
     for event in outcome.returned_events(params.ppx_function):
         for key, model in (handed_models(event) or {}).items():
-            other = quantized.other(model) if "quantized" in ppx_scenarios(event, key) else ""
+            # Only under a label that names the quantized model: an unquantized export scored beside it under a label of
+            # its own ("reference", "onnx_fp32") is a row beside the comparison.
+            other = quantized.other(model) if "quantized" in row_scenarios(key) else ""
             if other:
                 return [
                     f"it scored, as the quantized model's perplexity, an ONNX Runtime model that {params.ptq_function} "
