@@ -95,13 +95,10 @@ def test_solution_gets_full_marks_on_every_automatic_check(graded: Path) -> None
     assert {outcomes.pop(f"analysis-{part}") for part in ("memory", "latency", "quality", "tradeoffs")} == {"manual"}
     assert set(outcomes.values()) == {"passed"}
     assert solution.extra_data["manual_points_pending"] == 8
-    # The numbers its memory answer states are held against its own df_results: each footprint and reduction agrees.
-    # (Its answer was written from a CPU run: on a GPU the baseline is float16 and the numbers are others.)
-    if on_cuda():
-        return
+    # The numbers its memory answer states are held against what the student saw: the sample is submitted without
+    # outputs, so they are not checked, and it says why (never against the grader's re-run).
     memory = solution.by_id()["analysis-memory"].output
-    assert memory.count("*agrees*") >= 5 and "*contradicts*" not in memory, memory
-    assert "'8.01 MB' agrees with your results" in memory and "42% less" in memory
+    assert "*not-checked*" in memory and "holds no outputs" in memory and "*contradicts*" not in memory, memory
 
 
 def test_starter_scores_zero_and_says_why(graded: Path) -> None:
