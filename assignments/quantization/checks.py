@@ -2048,9 +2048,9 @@ class QuantizedModels:
         self.files = {self._file(model) for model in returned if model.get("path")}
 
     @staticmethod
-    def _file(model: dict[str, Any]) -> tuple[str, ...]:
-        """The ONNX file's folder and name (a path written relative or absolute names the same file)."""
-        return tuple(str(model.get("path") or "").replace("\\", "/").rstrip("/").split("/")[-2:])
+    def _file(model: dict[str, Any]) -> str:
+        """The ONNX file its session runs (resolved in the kernel: links and the working folder)."""
+        return str(model.get("path") or "")
 
     def other(self, model: Any) -> str:
         """How an ONNX Runtime model is not one of them ('' where it is, or where nothing can be told)."""
@@ -2538,13 +2538,16 @@ def judge_alike(context: CheckContext, params: ControllerParams, table: Frame) -
         if not is_number(latency):
             continue
         for scenario in set(row_scenarios(row.get("scenario"))) & {"baseline", "quantized"}:
-            for group in _summarised(returned, float(latency), params.match_tolerance, models):
+            groups = _summarised(returned, float(latency), params.match_tolerance, models)
+            if scenario == "quantized":
+                # The measurements the row may report (by its latency; another model's may read the same): charged only
+                # where none of them measured the model the quantization returned.
+                others = [[quantized_models.other(described.get((start, end))) for start, end, _ in group] for group in groups]
+                if others and all(any(group) for group in others):
+                    not_quantized.append(next(other for group in others for other in group if other))
+            for group in groups:
                 ran_as: set[tuple[tuple[str, Any], ...]] = set()
                 for start, end, measured in group:
-                    if scenario == "quantized":
-                        other = quantized_models.other(described.get((start, end)))
-                        if other:
-                            not_quantized.append(other)
                     timed = _timed_generate(events, start, end, measured)
                     ran = _longest_generates(events, start, end)
                     if ran and measured < min(latency_readings(ran)) * (1 - short.lower_rel) - short.lower_abs_s:

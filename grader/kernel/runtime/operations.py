@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # for mypy only: in the kernel the parts are one module, whic
         _type_name,
         describe,
         describe_model,
+        describe_onnx_model,
         forward_hooks,
         instrument_onnxruntime,
         model_fingerprint,
@@ -351,6 +352,9 @@ def _object_entry(value: Any) -> dict[str, Any]:
     if _is_model(value):
         entry["serial"] = model_serial(value)
         entry["hooks"] = forward_hooks(value)  # the forward hooks it carries as it is given (the caller's, not the call's)
+    if _is_ort_model(value):
+        with contextlib.suppress(Exception):  # the ONNX file its session runs: a model reloaded from one file is that model
+            entry["path"] = describe_onnx_model(value)["path"]
     return entry
 
 

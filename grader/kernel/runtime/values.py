@@ -308,6 +308,17 @@ def _live_session(model: Any) -> Any:
     return session
 
 
+def _real_path(path: Any) -> str:
+    """A file's path with links and the working folder resolved (a model loaded from "onnx-int8/x.onnx" and from its
+    absolute path name one file); '' for no path."""
+    if not (isinstance(path, str) or hasattr(path, "__fspath__")):
+        return ""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError, TypeError):
+        return str(path)
+
+
 def describe_onnx_model(model: Any) -> dict[str, Any]:
     """An ONNX Runtime model (Optimum's ORTModel...): its class and serial, the ONNX file its session was created from
     (as recorded when it was created, where onnxruntime was instrumented by then), its providers and config sizes."""
@@ -326,7 +337,7 @@ def describe_onnx_model(model: Any) -> dict[str, Any]:
         "kind": "onnx_model",
         "type": _type_name(model),
         "serial": model_serial(model),
-        "path": str(path) if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__") else "",
+        "path": _real_path(path),
         "providers": providers,
         "name_or_path": str(getattr(config, "_name_or_path", "")),
         "sizes": sizes,
