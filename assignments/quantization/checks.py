@@ -2045,18 +2045,14 @@ class QuantizedModels:
         returned = [model for event in outcome.returned_events(params.ptq_function) for model in _onnx_models(event["value"])]
         self.known = bool(returned)
         self.serials = {model.get("serial") for model in returned if isinstance(model.get("serial"), int)}
-        self.files = {self._file(model) for model in returned if model.get("path")}
-
-    @staticmethod
-    def _file(model: dict[str, Any]) -> str:
-        """The ONNX file its session runs (resolved in the kernel: links and the working folder)."""
-        return str(model.get("path") or "")
+        # The ONNX files their sessions run, resolved in the kernel (links and the working folder).
+        self.files = {str(model["path"]) for model in returned if model.get("path")}
 
     def other(self, model: Any) -> str:
         """How an ONNX Runtime model is not one of them ('' where it is, or where nothing can be told)."""
         if not self.known or not is_onnx_argument(model):
             return ""
-        if model.get("serial") in self.serials or (model.get("path") and self._file(model) in self.files):
+        if model.get("serial") in self.serials or str(model.get("path") or "") in self.files:
             return ""
         return str(model.get("path") or "another object")
 

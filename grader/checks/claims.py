@@ -116,6 +116,11 @@ class Claim:
     sentence_start: int = 0
 
     @property
+    def in_sentence(self) -> tuple[int, int]:
+        """Where the claim lies in its sentence (start, end)."""
+        return self.start - self.sentence_start, self.end - self.sentence_start
+
+    @property
     def implied_ratio(self) -> float | None:
         """The ratio subject / reference that a relative claim states, where its words fix it: "35% less" -> 0.65,
         "35% more" -> 1.35, "58% of" -> 0.58, "2x smaller" -> 0.5, "1.8x larger" -> 1.8, "half the" -> 0.5. None for
@@ -1451,10 +1456,11 @@ class _Outcome:
 class _Checker:
     """Holds the facts, indexed by row and metric family, and checks claims against them."""
 
-    def __init__(self, facts: Sequence[Fact]) -> None:
-        """Index the facts by (label, metric family)."""
+    def __init__(self, facts: Sequence[Fact], timing_spread: float | None = None) -> None:
+        """Index the facts by (label, metric family); ``timing_spread``: how far one run's timings may be from
+        another's (None: held exactly)."""
         self.facts = list(facts)
-        self.timing_spread: float | None = None  # how far one run's timings may be from another's (None: exact)
+        self.timing_spread = timing_spread
         self.labels = _Labels(self.facts)
         self.by_key: dict[tuple[str, str], Fact] = {}
         self.categories: list[str] = []
@@ -1535,8 +1541,7 @@ def check_claims(text: str, facts: Sequence[Fact], timing_spread: float | None =
     """Every quantitative claim of a written answer (see :func:`extract_claims`), checked against the notebook's facts:
     one verdict per claim, in order. Relative claims (percentages, ratios, differences) are checked against the
     percentage change or ratio between two facts of one metric."""
-    checker = _Checker(facts)
-    checker.timing_spread = timing_spread
+    checker = _Checker(facts, timing_spread)
     extra = [c for c in checker.categories if c not in _UNIT_METRIC.values() and c not in _DIMENSIONLESS]
     masked = _mask(text)
     claims = _extract(text, masked, extra)
@@ -2024,6 +2029,8 @@ _LISTED_BEFORE = re.compile(
 )
 _REFERENCE_WORDS = re.compile(r"\b(?:than|vs\.?|versus|compared|relative|from|over|against)\b", re.I)
 FAR_OFF = 3.0
+"""An absolute claim further than this factor from its row's number is likely about something else (a part of the
+model, a gap between rows, another run): unmatched, not contradicted."""
 TIMING_CATEGORIES = frozenset({"latency", "per_token", "throughput", "speed"})
 # Words that name a metric family near a relative claim ("INT8 0.155 s (2.31x)" compares latencies, not memory).
 _CATEGORY_WORDS = {
@@ -2036,8 +2043,6 @@ _CATEGORY_WORDS = {
 TIMING_SPREAD = 2.0
 """How far apart two runs of one notebook may time the same thing (the grader's own re-runs: 0.57 s and 0.23 s): what
 a written answer's timings are held to (grader/checks/common.py)."""
-"""An absolute claim further than this factor from its row's number is likely about something else (a part of the
-model, a gap between rows, another run): unmatched, not contradicted."""
 
 
 def _contradiction(item: _Placed, said: str, message: str, actual: str, wrong: _Outcome, checker: _Checker) -> ClaimVerdict:
@@ -2067,7 +2072,7 @@ def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str], timing_sprea
     ):
         return f"the sentence does not say it compares with {reference} (rather than {' or '.join(baseline) or 'the baseline'})"
     sentence = claim.sentence
-    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    start, end = claim.in_sentence
     if _OTHER_RUN.search(sentence):
         return "its sentence speaks of another run than the one your notebook shows"
     timed = wrong.reading.category in TIMING_CATEGORIES
@@ -2098,7 +2103,7 @@ def _doubt(item: _Placed, wrong: _Outcome, baseline: Sequence[str], timing_sprea
 
 def _clause_around(claim: Claim) -> str:
     """The part of the claim's sentence between the semicolons (or colons) around it."""
-    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    start, end = claim.in_sentence
     before = max(claim.sentence.rfind(mark, 0, start) for mark in ";:")
     after = [found for found in (claim.sentence.find(mark, end) for mark in ";:") if found >= 0]
     return claim.sentence[before + 1 : min(after) if after else len(claim.sentence)]
@@ -2108,7 +2113,7 @@ def _beside_its_row(item: _Placed) -> bool:
     """Whether the row the claim was placed on is named beside it in its sentence, with no other number between
     ("INT8 brought the memory down to 4.44 MB"; not "its latency was 0.705 s against 0.030 s for FP32")."""
     claim, sentence = item.claim, item.claim.sentence.lower()
-    start, end = claim.start - claim.sentence_start, claim.end - claim.sentence_start
+    start, end = claim.in_sentence
     gaps = []
     for mention in {part.strip().lower() for part in item.mention.split(" and ") if part.strip()}:
         for found in re.finditer(re.escape(mention), sentence):

@@ -175,7 +175,7 @@ def loader_same_id(context: CheckContext, params: LoaderParams) -> Verdict:
         source = tokenizer_source(context, events, loaded_tokenizer)
         if tokenizer_from:
             wrong["tokenizer"] = tokenizer_from
-        elif source and not _source_id(source):
+        elif source and not source_names_hub_id(source):
             # A folder of the student's: which id it holds cannot be told, but the same folder for two ids that load
             # other models is a loader that ignores the id it is given.
             earlier = sources.setdefault(source, model_id)

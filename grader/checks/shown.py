@@ -67,7 +67,7 @@ def _output_tables(output: Any) -> Iterator[Frame]:
         yield from _text_tables(_text(output.get("text")))
     elif kind in ("execute_result", "display_data"):
         data = output.get("data") or {}
-        html = [table for table in _html_tables(_text(data.get("text/html")))] if "text/html" in data else []
+        html = _html_tables(_text(data.get("text/html"))) if "text/html" in data else []
         if html:
             yield from html
         elif "text/plain" in data:

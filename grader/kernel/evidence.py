@@ -119,9 +119,14 @@ class Measured:
     def samples_of(self, event: Event) -> tuple[Sequence[tuple[float, float]], Sequence[tuple[float, float]]]:
         """The CPU samples (ran; ran or waited to run) of the thread an event ran in (empty: none were taken)."""
         thread = event.get("thread")
-        if self.main_thread is None or not isinstance(thread, int) or thread == self.main_thread:
+        if not self.off_main(event) or not isinstance(thread, int):
             return self.timeline, self.runnable
         return self.thread_timelines.get(thread, ()), self.thread_runnable.get(thread, ())
+
+    def off_main(self, event: Event) -> bool:
+        """Whether an event ran in a thread known to be another than the kernel's main thread."""
+        thread = event.get("thread")
+        return self.main_thread is not None and isinstance(thread, int) and thread != self.main_thread
 
 
 class Timeline:
@@ -288,7 +293,7 @@ def with_queue_waits(events: Sequence[Event], measured: Measured) -> tuple[Event
         same = [other for other in generates if other.get("thread") == event.get("thread")]
         samples, runnable = measured.samples_of(event)
         queued[id(event)] = _gap_waits(samples, runnable, event, same, bounds, measured.clock_origin)
-        if _off_main(event, measured):
+        if measured.off_main(event):
             # Run in a worker thread (a thread pool, a streamer) that the main thread started and joins: a timer on
             # the main thread also reads the main thread's own waits to run around it (to start the worker, to wake
             # from the join), which the worker's samples do not hold.
@@ -324,12 +329,6 @@ def _gap_waits(
     if bounds is not None:
         before, after = max(before, origin + bounds[0]), min(after, origin + bounds[1])
     return _waited(ran, ready, before, origin + start) + _waited(ran, ready, origin + end, after)
-
-
-def _off_main(event: Event, measured: Measured) -> bool:
-    """Whether an event ran in a thread other than the kernel's main thread (known to be)."""
-    thread = event.get("thread")
-    return measured.main_thread is not None and isinstance(thread, int) and thread != measured.main_thread
 
 
 def _is_generate(event: Event) -> TypeGuard[GenerateEvent]:
